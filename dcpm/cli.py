@@ -1,0 +1,333 @@
+"""`dcpm`: the command line. Commands talk to the daemon when one serves the data directory,
+otherwise they open the store directly; either way the output is the same."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, Iterator, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from dcpm.errors import DcpmError, Invalid
+
+app = typer.Typer(help="dcpm: long-term memory for LLM assistants.", no_args_is_help=True,
+                  pretty_exceptions_enable=False, add_completion=False)
+db_app = typer.Typer(help="Relational store.", no_args_is_help=True)
+config_app = typer.Typer(help="Settings.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+app.add_typer(config_app, name="config")
+out = Console()
+err = Console(stderr=True)
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+@app.callback()
+def _global(data_dir: Annotated[Optional[Path], typer.Option(help="Data directory (DCPM_DATA_DIR).")] = None,
+            config: Annotated[Optional[Path], typer.Option(help="TOML settings file (DCPM_CONFIG).")] = None) -> None:
+    if data_dir is not None:
+        os.environ["DCPM_DATA_DIR"] = str(data_dir)
+    if config is not None:
+        if not config.is_file():
+            raise Invalid(f"no such settings file: {config}")
+        os.environ["DCPM_CONFIG"] = str(config)
+
+
+def _settings():  # type: ignore[no-untyped-def]
+    from dcpm.config import load_settings
+
+    try:
+        return load_settings()
+    except Exception as exc:  # pydantic's message names the bad setting
+        raise Invalid(f"bad settings: {exc}") from None
+
+
+@contextmanager
+def memory() -> Iterator[Any]:
+    """The daemon's client when one serves this data directory, else the store opened here."""
+    from dcpm.datadir import DataDirLock, running_daemon_url
+
+    settings = _settings()
+    url = running_daemon_url(settings.data_dir)
+    if url:
+        from dcpm.client import Client
+
+        with Client(url, token=settings.api_token.get_secret_value() or None) as client:
+            yield client
+        return
+    from dcpm.service import MemoryService
+
+    lock = DataDirLock(settings.data_dir)
+    lock.acquire()
+    try:
+        service = MemoryService(settings)
+        try:
+            yield service
+        finally:
+            service.close()
+    finally:
+        lock.release()
+
+
+def _dump(value: Any) -> None:
+    if isinstance(value, list):
+        data = [v.model_dump(mode="json") if hasattr(v, "model_dump") else v for v in value]
+    else:
+        data = value.model_dump(mode="json") if hasattr(value, "model_dump") else value
+    out.print_json(json.dumps(data, default=str))
+
+
+def _when(moment: datetime | None) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M") if moment else "-"
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                    console=err, transient=False)
+
+
+@app.command()
+def serve(host: Annotated[Optional[str], typer.Option(help="Bind address (DCPM_HOST).")] = None,
+          port: Annotated[Optional[int], typer.Option(help="Port (DCPM_PORT).")] = None,
+          log_level: str = "info") -> None:
+    """Run the daemon: HTTP API, writer and index upkeep. OpenAPI page at /docs."""
+    import logging
+
+    import uvicorn
+
+    from dcpm.datadir import DataDirLock, clear_daemon, write_daemon
+    from dcpm.server.app import create_app
+    from dcpm.service import MemoryService
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    settings = _settings()
+    host = host or settings.host
+    port = port or settings.port
+    lock = DataDirLock(settings.data_dir)
+    lock.acquire()
+    service = MemoryService(settings)
+    try:
+        service.maintenance.start()
+        client_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+        write_daemon(settings.data_dir, f"http://{client_host}:{port}")
+        err.print(f"dcpm serving {settings.data_dir} on http://{host}:{port} (OpenAPI: /docs)")
+        uvicorn.run(create_app(service), host=host, port=port, log_level=log_level.lower())
+    finally:
+        clear_daemon(settings.data_dir)
+        service.close()
+        lock.release()
+
+
+@app.command()
+def add(user: str, text: str,
+        session: Annotated[Optional[str], typer.Option(help="Session id.")] = None,
+        speaker: Annotated[Optional[str], typer.Option(help="Speaker name.")] = None,
+        role: str = "user",
+        infer: Annotated[bool, typer.Option(help="Extract facts with the LLM (--no-infer: verbatim only).")] = True,
+        as_json: JsonFlag = False) -> None:
+    """Remember one message for USER."""
+    from dcpm.schemas import AddMemoryRequest
+
+    request = _request(AddMemoryRequest, user_id=user, messages=[{"role": role, "content": text, "name": speaker}],
+                       session_id=session, infer=infer)
+    with memory() as mem:
+        result = mem.add_memory(request)
+    if as_json:
+        return _dump(result)
+    out.print(f"{result.status}: {len(result.raw_ids)} turn(s) for {user} (request {result.request_id})")
+    for operation in result.operations:
+        out.print(f"  {operation.op:<9} {operation.id}  {operation.text}")
+    if result.message:
+        out.print(f"  {result.message}")
+
+
+def _request(model: Any, **fields: Any) -> Any:
+    from pydantic import ValidationError
+
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        raise Invalid("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
+
+
+@app.command()
+def search(user: str, query: str,
+           limit: Annotated[int, typer.Option("--limit", "-n")] = 10,
+           kind: Annotated[Optional[list[str]], typer.Option(help="raw, fact, identity, summary (repeatable).")] = None,
+           as_of: Annotated[Optional[datetime], typer.Option(help="What was believed at this date.")] = None,
+           context: Annotated[bool, typer.Option(help="Print the rendered context block.")] = False,
+           as_json: JsonFlag = False) -> None:
+    """Search USER's memories (no LLM)."""
+    from dcpm.schemas import SEARCH_KINDS, SearchRequest
+
+    request = _request(SearchRequest, user_id=user, query=query, limit=limit, kinds=kind or list(SEARCH_KINDS),
+                       as_of=as_of)
+    with memory() as mem:
+        result = mem.search(request)
+    if as_json:
+        return _dump(result)
+    if context:
+        out.print(result.context or "(nothing relevant)")
+        return
+    table = Table(show_edge=False, title=f"{len(result.hits)} hit(s) in {result.took_ms:.0f} ms ({result.encoder})")
+    for column in ("#", "score", "kind", "when", "text"):
+        table.add_column(column, overflow="fold")
+    for rank, hit in enumerate(result.hits, 1):
+        text = f"{hit.speaker}: {hit.text}" if hit.speaker else hit.text
+        if hit.chain and len(hit.chain) > 1:
+            text += "".join(f"\n  {'*' if link.current else '-'} r{link.revision} {link.text}" for link in hit.chain)
+        table.add_row(str(rank), f"{hit.score:.3f}", hit.kind, _when(hit.timestamp), text)
+    out.print(table)
+
+
+@app.command("import")
+def import_file(path: Path,
+                user: Annotated[Optional[str], typer.Option(help="User for lines without user_id.")] = None,
+                batch_size: Annotated[Optional[int], typer.Option(help="Turns per embedding batch.")] = None,
+                as_json: JsonFlag = False) -> None:
+    """Bulk-import a chat history (JSONL: text, user_id, role, speaker, session_id, timestamp, metadata).
+    Safe to re-run: turns already stored are skipped."""
+    from dcpm.importer import import_lines, read_file
+
+    settings = _settings()
+    lines = read_file(path, user, settings)
+    started = time.perf_counter()
+    with memory() as mem, _progress() as bar:
+        task = bar.add_task(f"importing {path.name}", total=len(lines))
+        imported = import_lines(mem.import_turns, lines, batch_size or settings.import_batch_size,
+                                lambda n: bar.advance(task, n))
+    seconds = time.perf_counter() - started
+    report = {"read": len(lines), "imported": imported, "skipped": len(lines) - imported,
+              "users": sorted({line.user_id for line in lines}), "seconds": round(seconds, 2),
+              "turns_per_second": round(len(lines) / seconds, 1) if seconds else None}
+    if as_json:
+        return _dump(report)
+    out.print(f"imported {imported} of {len(lines)} turn(s) ({report['skipped']} already stored) "
+              f"for {len(report['users'])} user(s) in {seconds:.1f}s")
+
+
+@app.command()
+def items(user: str, kind: Annotated[Optional[str], typer.Option(help="raw, fact, identity or summary.")] = None,
+          limit: int = 50, offset: int = 0, as_json: JsonFlag = False) -> None:
+    """List USER's items (or raw inputs with --kind raw)."""
+    with memory() as mem:
+        result = mem.list_memories(user, kind=kind, limit=limit, offset=offset)
+    if as_json:
+        return _dump(result)
+    table = Table(show_edge=False, title=f"{result.total} {kind or 'item'}(s) of {user}")
+    for column in ("id", "kind", "when", "text"):
+        table.add_column(column, overflow="fold")
+    for entry in result.items:
+        when = entry.timestamp if entry.kind == "raw" else entry.valid_from
+        marker = "" if entry.kind == "raw" or entry.current else " (superseded)"
+        table.add_row(entry.id, entry.kind, _when(when), entry.text + marker)
+    out.print(table)
+
+
+@app.command()
+def users(as_json: JsonFlag = False) -> None:
+    """Users with stored memories."""
+    with memory() as mem:
+        result = mem.users()
+    if as_json:
+        return _dump(result)
+    table = Table(show_edge=False)
+    for column in ("user", "raw inputs", "items", "last seen"):
+        table.add_column(column)
+    for user in result:
+        table.add_row(user.id, str(user.raw_inputs), str(user.items), _when(user.last_seen_at))
+    out.print(table)
+
+
+@app.command()
+def show(memory_id: str, as_json: JsonFlag = False) -> None:
+    """One memory: an item with its chain and revisions, or a raw input."""
+    with memory() as mem:
+        entry = mem.get(memory_id)
+    if as_json:
+        return _dump(entry)
+    out.print(f"[bold]{entry.kind}[/bold] {entry.id} (user {entry.user_id})")
+    out.print(entry.text)
+    if entry.kind == "raw":
+        out.print(f"said {_when(entry.timestamp)} by {entry.speaker or entry.role}, session {entry.session_id or '-'}, "
+                  f"status {entry.status}")
+        return
+    for link in entry.chain or []:
+        out.print(f"  {'*' if link.current else '-'} r{link.revision} {_when(link.valid_from)}  {link.text}")
+    for revision in entry.revisions or []:
+        out.print(f"  revision {revision.revision} ({revision.op}): {revision.text}")
+
+
+@app.command()
+def reindex() -> None:
+    """Rebuild the vector index from the relational store."""
+    with memory() as mem:
+        if hasattr(mem, "db"):
+            from dcpm.indexing import count_rows
+
+            total = count_rows(mem.db, only_unindexed=False)
+            with _progress() as bar:
+                task = bar.add_task("reindexing", total=total)
+                points = mem.reindex(lambda n: bar.advance(task, n))
+        else:
+            with err.status("the daemon is reindexing..."):
+                points = mem.reindex()
+    out.print(f"reindexed {points} point(s)")
+
+
+@app.command()
+def health(as_json: JsonFlag = False) -> None:
+    """Store, index, embedder and LLM status."""
+    with memory() as mem:
+        report = mem.health()
+    if as_json:
+        return _dump(report)
+    out.print(f"status: {report['status']}")
+    for part in ("store", "index", "embedder", "llm"):
+        out.print(f"  {part}: {report[part]}")
+
+
+@db_app.command("upgrade")
+def db_upgrade() -> None:
+    """Apply pending migrations to the relational store."""
+    from dcpm.store.db import make_engine, upgrade
+
+    settings = _settings()
+    if settings.sqlalchemy_url.startswith("sqlite:///"):
+        Path(settings.sqlalchemy_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    engine = make_engine(settings.sqlalchemy_url)
+    try:
+        out.print(f"database at revision {upgrade(engine)}")
+    finally:
+        engine.dispose()
+
+
+@config_app.command("show")
+def config_show(as_json: JsonFlag = False) -> None:
+    """Effective settings, secrets masked."""
+    shown = _settings().masked()
+    if as_json:
+        return _dump(shown)
+    for key, value in shown.items():
+        out.print(f"{key} = {value!r}")
+
+
+def main() -> None:
+    try:
+        app()
+    except DcpmError as exc:
+        err.print(f"error: {exc.message}", markup=False, highlight=False)
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()

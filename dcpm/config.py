@@ -1,0 +1,118 @@
+"""Settings: one object read from `DCPM_*` environment variables and an optional TOML file.
+
+Paper constants carry the paper's name and default (DCPM 3.1, Madeleine 4.4) so a reader can
+find them; every one of them can be overridden.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, SecretStr
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="DCPM_", extra="ignore")
+
+    # Where things live
+    data_dir: Path = Field(default_factory=lambda: Path.home() / ".dcpm")
+    database_url: str = ""  # empty: SQLite file in data_dir
+    qdrant_url: str = ""  # empty: embedded qdrant-edge shard in data_dir
+    qdrant_api_key: SecretStr = SecretStr("")
+    qdrant_collection: str = "dcpm_memories"
+
+    # Embeddings
+    embedder: str = DEFAULT_EMBEDDER  # name or path; "bge-m3" selects BGEM3FlagModel
+    embedder_pooling: str = "mean"  # all-MiniLM-L6-v2 is a mean-pooled model
+    embedder_device: str = "auto"  # auto | cpu | cuda
+    embed_batch_size: int = 64
+    query_instruction: str = ""
+
+    # Read path (DCPM 3.1)
+    hybrid_alpha: float = 0.7  # score = alpha*dense + (1-alpha)*sparse
+    hnsw_m: int = 32
+    hnsw_ef_construct: int = 128
+    hnsw_ef: int = 128
+    hnsw_full_scan_threshold_kb: int = 10_000
+    acorn: bool = True
+    candidate_pool: int = 100  # candidates per retriever before fusion
+    optimize_after_points: int = 5_000  # build HNSW after this many new points...
+    optimize_idle_seconds: float = 30.0  # ...or after this long without writes
+
+    # LLM (System 1 writer, System 2 consolidation)
+    llm_base_url: str = ""
+    llm_model: str = ""
+    llm_api_key: SecretStr = SecretStr("")
+    llm_timeout: float = 60.0
+
+    # Server
+    host: str = "127.0.0.1"
+    port: int = 8420
+    api_token: SecretStr = SecretStr("")
+
+    # Limits
+    max_text_chars: int = 32_000
+    max_messages: int = 200
+    max_query_chars: int = 4_000
+    max_search_limit: int = 200
+    max_metadata_bytes: int = 16_384
+    max_body_bytes: int = 16_000_000
+    import_batch_size: int = 256
+    context_token_budget: int = 1_000
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        toml_path = os.environ.get("DCPM_CONFIG")
+        if toml_path:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(toml_path)))
+        return tuple(sources)
+
+    @cached_property
+    def sqlalchemy_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.data_dir / 'dcpm.db'}"
+
+    @property
+    def llm_configured(self) -> bool:
+        return bool(self.llm_base_url and self.llm_model)
+
+    def masked(self) -> dict[str, Any]:
+        """Effective settings for display: secrets shown as '***' when set."""
+        shown: dict[str, Any] = {}
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if isinstance(value, SecretStr):
+                value = "***" if value.get_secret_value() else ""
+            elif "://" in str(value) and "@" in str(value):
+                value = _mask_url_password(str(value))
+            shown[name] = str(value) if isinstance(value, Path) else value
+        return shown
+
+
+def _mask_url_password(url: str) -> str:
+    scheme, rest = url.split("://", 1)
+    credentials, host = rest.rsplit("@", 1)
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}"
+
+
+def load_settings(**overrides: Any) -> Settings:
+    return Settings(**overrides)

@@ -1,0 +1,44 @@
+"""The rendered, token-budgeted context block an assistant pastes into its prompt."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from dcpm.schemas import SearchHit
+
+# Four characters per token is the usual estimate for English with BPE tokenizers; close enough
+# for a budget, and it keeps the read path free of a tokenizer dependency.
+CHARS_PER_TOKEN = 4
+
+
+def estimate_tokens(text: str) -> int:
+    return max(1, (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN)
+
+
+def render_line(hit: SearchHit) -> str:
+    when = hit.timestamp.strftime("%Y-%m-%d")
+    if hit.kind == "raw":
+        who = hit.speaker or hit.role or "user"
+        return f"- [{when}] {who}: {hit.text}"
+    line = f"- [{when}] ({hit.kind}) {hit.text}"
+    if hit.chain and len(hit.chain) > 1:
+        earlier = [link.text for link in hit.chain if not link.current]
+        line += f" (earlier: {'; '.join(earlier)})"
+    if hit.current is not None and hit.current.id != hit.id:
+        line += f" -> now: {hit.current.text}"
+    return line
+
+
+def render_context(hits: Sequence[SearchHit], budget_tokens: int) -> str:
+    """Best hits first until the budget is spent; an empty string when nothing fits."""
+    header = "Relevant memories about the user:"
+    lines = [header]
+    used = estimate_tokens(header)
+    for hit in hits:
+        line = render_line(hit)
+        cost = estimate_tokens(line)
+        if used + cost > budget_tokens:
+            break
+        lines.append(line)
+        used += cost
+    return "\n".join(lines) if len(lines) > 1 else ""

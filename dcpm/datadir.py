@@ -1,0 +1,81 @@
+"""Ownership of a data directory: the embedded vector store belongs to one process.
+
+The owner holds an exclusive lock on `dcpm.lock`; a serving daemon also writes `daemon.json`
+(pid, address) so CLI commands can find it and go through its API instead.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from dcpm.errors import Conflict
+
+LOCK_FILE = "dcpm.lock"
+DAEMON_FILE = "daemon.json"
+
+
+class DataDirLock:
+    def __init__(self, data_dir: Path):
+        self.data_dir = Path(data_dir)
+        self._handle: Any = None
+
+    def acquire(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        handle = open(self.data_dir / LOCK_FILE, "a+")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            owner = read_daemon(self.data_dir)
+            who = f"a daemon (pid {owner['pid']}, {owner['url']})" if owner else "another dcpm process"
+            raise Conflict(f"the data directory {self.data_dir} is in use by {who}") from None
+        self._handle = handle
+
+    def release(self) -> None:
+        if self._handle is not None:
+            fcntl.flock(self._handle.fileno(), fcntl.LOCK_UN)
+            self._handle.close()
+            self._handle = None
+
+
+def is_locked(data_dir: Path) -> bool:
+    path = Path(data_dir) / LOCK_FILE
+    if not path.exists():
+        return False
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        return False
+
+
+def write_daemon(data_dir: Path, url: str) -> None:
+    path = Path(data_dir) / DAEMON_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"pid": os.getpid(), "url": url}))
+    tmp.replace(path)
+
+
+def read_daemon(data_dir: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((Path(data_dir) / DAEMON_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def clear_daemon(data_dir: Path) -> None:
+    (Path(data_dir) / DAEMON_FILE).unlink(missing_ok=True)
+
+
+def running_daemon_url(data_dir: Path) -> str | None:
+    """The URL of the daemon that owns this data directory, if one is serving it now."""
+    info = read_daemon(data_dir)
+    if info and is_locked(data_dir):
+        return str(info["url"])
+    return None

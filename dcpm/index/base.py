@@ -1,0 +1,68 @@
+"""What the read and write paths need from a vector index, independent of the backend."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+
+from dcpm.embedding.base import SparseVector
+
+# Payload value of `valid_to` for a belief that still holds (a float keeps range filters simple).
+OPEN_END = 1.0e13
+DENSE = "dense"
+SPARSE = "sparse"
+
+
+@dataclass(frozen=True)
+class IndexPoint:
+    id: str
+    dense: np.ndarray
+    sparse: SparseVector
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which points a query may see. `user_id` is mandatory: nothing ever crosses users."""
+
+    user_id: str
+    kinds: Sequence[str] = ()
+    as_of: float | None = None  # epoch seconds: only what was believed at that moment
+    session_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Hit:
+    id: str
+    score: float
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+class VectorIndex(Protocol):
+    backend: str
+
+    def upsert(self, points: Sequence[IndexPoint]) -> None: ...
+
+    def delete(self, ids: Sequence[str]) -> None: ...
+
+    def set_payload(self, ids: Sequence[str], payload: dict[str, Any]) -> None: ...
+
+    def query(self, using: str, vector: np.ndarray | SparseVector, scope: Scope, limit: int) -> list[Hit]: ...
+
+    def dense_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]: ...
+
+    def existing(self, ids: Sequence[str]) -> set[str]: ...
+
+    def count(self, user_id: str | None = None) -> int: ...
+
+    def optimize(self) -> bool:
+        """Build pending HNSW graphs; returns whether anything was done."""
+        ...
+
+    def clear(self) -> None:
+        """Drop every point (reindex starts from an empty index)."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,153 @@
+"""Embedded backend: a qdrant-edge shard on disk in the data directory.
+
+qdrant-edge builds HNSW only when `optimize()` is called; the daemon's maintenance loop calls
+it after enough writes or when idle (see `dcpm.maintenance`).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import qdrant_edge as qe
+
+from dcpm.config import Settings
+from dcpm.embedding.base import SparseVector
+from dcpm.errors import Conflict
+from dcpm.index.base import DENSE, SPARSE, Hit, IndexPoint, Scope
+
+SHARD_DIR = "vectors"
+META_FILE = "vectors.json"
+
+
+class EdgeIndex:
+    backend = "qdrant-edge"
+
+    def __init__(self, settings: Settings, dim: int, sparse_uses_idf: bool):
+        self.path = Path(settings.data_dir) / SHARD_DIR
+        self.meta_path = Path(settings.data_dir) / META_FILE
+        self.dim = dim
+        self.sparse_uses_idf = sparse_uses_idf
+        self.settings = settings
+        self._write_lock = threading.Lock()
+        self._check_meta()
+        self._shard = self._open()
+
+    def _config(self) -> qe.EdgeConfig:
+        s = self.settings
+        return qe.EdgeConfig(
+            vectors={DENSE: qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine)},
+            sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf if self.sparse_uses_idf else None)},
+            hnsw_config=qe.HnswIndexConfig(m=s.hnsw_m, ef_construct=s.hnsw_ef_construct,
+                                           full_scan_threshold=s.hnsw_full_scan_threshold_kb, payload_m=s.hnsw_m),
+        )
+
+    def _check_meta(self) -> None:
+        wanted = {"dim": self.dim, "sparse_idf": self.sparse_uses_idf}
+        if self.meta_path.exists() and (self.path.exists()):
+            found = json.loads(self.meta_path.read_text())
+            if {k: found.get(k) for k in wanted} != wanted:
+                raise Conflict(
+                    f"the vector index in {self.path} was built for another embedder ({found}); "
+                    "run `dcpm reindex` to rebuild it from the relational store"
+                )
+
+    def _open(self) -> qe.EdgeShard:
+        if self.path.exists() and any(self.path.iterdir()):
+            return qe.EdgeShard.load(str(self.path))
+        self.path.mkdir(parents=True, exist_ok=True)
+        shard = qe.EdgeShard.create(str(self.path), self._config())
+        shard.update(qe.UpdateOperation.create_field_index("user_id", qe.KeywordIndexParams(is_tenant=True)))
+        shard.update(qe.UpdateOperation.create_field_index("kind", qe.PayloadSchemaType.Keyword))
+        shard.update(qe.UpdateOperation.create_field_index("session_id", qe.PayloadSchemaType.Keyword))
+        shard.update(qe.UpdateOperation.create_field_index("valid_from", qe.PayloadSchemaType.Float))
+        shard.update(qe.UpdateOperation.create_field_index("valid_to", qe.PayloadSchemaType.Float))
+        self.meta_path.write_text(json.dumps({"dim": self.dim, "sparse_idf": self.sparse_uses_idf}))
+        return shard
+
+    def upsert(self, points: Sequence[IndexPoint]) -> None:
+        if not points:
+            return
+        edge_points = [
+            qe.Point(p.id, {DENSE: p.dense.tolist(), SPARSE: qe.SparseVector(p.sparse.indices, p.sparse.values)},
+                     p.payload)
+            for p in points
+        ]
+        with self._write_lock:
+            self._shard.update(qe.UpdateOperation.upsert_points(edge_points))
+
+    def delete(self, ids: Sequence[str]) -> None:
+        if ids:
+            with self._write_lock:
+                self._shard.update(qe.UpdateOperation.delete_points(list(ids)))
+
+    def set_payload(self, ids: Sequence[str], payload: dict[str, Any]) -> None:
+        if ids:
+            with self._write_lock:
+                self._shard.update(qe.UpdateOperation.set_payload(list(ids), payload))
+
+    def query(self, using: str, vector: np.ndarray | SparseVector, scope: Scope, limit: int) -> list[Hit]:
+        if isinstance(vector, SparseVector):
+            if not vector.indices:
+                return []
+            query_vector: Any = qe.SparseVector(vector.indices, vector.values)
+        else:
+            query_vector = vector.tolist()
+        params = qe.SearchParams(hnsw_ef=self.settings.hnsw_ef,
+                                 acorn=qe.AcornSearchParams(enable=self.settings.acorn))
+        points = self._shard.query(qe.QueryRequest(
+            limit=limit, query=qe.Query.Nearest(query_vector, using=using), filter=_filter(scope),
+            with_payload=True, params=params,
+        ))
+        return [Hit(str(p.id), float(p.score), p.payload or {}) for p in points]
+
+    def dense_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        if not ids:
+            return {}
+        records = self._shard.retrieve(list(ids), with_payload=False, with_vector=[DENSE])
+        return {str(r.id): np.asarray(r.vector[DENSE], dtype=np.float32) for r in records}
+
+    def existing(self, ids: Sequence[str]) -> set[str]:
+        if not ids:
+            return set()
+        return {str(r.id) for r in self._shard.retrieve(list(ids), with_payload=False, with_vector=False)}
+
+    def count(self, user_id: str | None = None) -> int:
+        flt = qe.Filter(must=[_match("user_id", user_id)]) if user_id else None
+        return int(self._shard.count(qe.CountRequest(filter=flt, exact=True)))
+
+    def optimize(self) -> bool:
+        with self._write_lock:
+            return bool(self._shard.optimize())
+
+    def clear(self) -> None:
+        with self._write_lock:
+            self._shard.close()
+            shutil.rmtree(self.path, ignore_errors=True)
+            self.meta_path.unlink(missing_ok=True)
+            self._shard = self._open()
+
+    def close(self) -> None:
+        with self._write_lock:
+            self._shard.flush()
+            self._shard.close()
+
+
+def _match(key: str, value: str) -> qe.FieldCondition:
+    return qe.FieldCondition(key=key, match=qe.MatchValue(value))
+
+
+def _filter(scope: Scope) -> qe.Filter:
+    must: list[Any] = [_match("user_id", scope.user_id)]
+    if scope.kinds:
+        must.append(qe.FieldCondition(key="kind", match=qe.MatchAny(list(scope.kinds))))
+    if scope.session_id:
+        must.append(_match("session_id", scope.session_id))
+    if scope.as_of is not None:
+        must.append(qe.FieldCondition(key="valid_from", range=qe.RangeFloat(lte=scope.as_of)))
+        must.append(qe.FieldCondition(key="valid_to", range=qe.RangeFloat(gt=scope.as_of)))
+    return qe.Filter(must=must)

@@ -1,0 +1,128 @@
+"""Rows to vectors: the index is derived from the relational store, written after the rows.
+
+A crash between the row commit and the vector upsert leaves `indexed_at` empty; `repair`
+finds those rows at start-up and indexes them, and `rebuild` recreates the whole index.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Callable, Iterable, Sequence
+
+from sqlalchemy import select, update
+
+from dcpm.embedding import Embedder
+from dcpm.index import IndexPoint, VectorIndex
+from dcpm.index.base import OPEN_END
+from dcpm.store.db import Database
+from dcpm.store.models import Item, RawInput, utcnow
+
+Progress = Callable[[int], None]
+
+
+def raw_index_text(raw: RawInput) -> str:
+    """Turns are embedded as "speaker: text", the form a reader sees them in."""
+    return f"{raw.speaker}: {raw.text}" if raw.speaker else raw.text
+
+
+def _epoch(moment: datetime | None) -> float:
+    return moment.timestamp() if moment is not None else OPEN_END
+
+
+def raw_payload(raw: RawInput) -> dict:
+    return {"user_id": raw.user_id, "kind": "raw", "session_id": raw.session_id or "",
+            "valid_from": _epoch(raw.timestamp), "valid_to": OPEN_END}
+
+
+def item_payload(item: Item) -> dict:
+    return {"user_id": item.user_id, "kind": item.kind, "chain_id": item.chain_id,
+            "session_id": (item.meta or {}).get("session_id", ""),
+            "valid_from": _epoch(item.valid_from), "valid_to": _epoch(item.valid_to)}
+
+
+def validity_payload(item: Item) -> dict:
+    """The part of an item's payload that changes when a successor supersedes it."""
+    return {"valid_from": _epoch(item.valid_from), "valid_to": _epoch(item.valid_to)}
+
+
+def build_points(embedder: Embedder, raws: Sequence[RawInput] = (), items: Sequence[Item] = ()) -> list[IndexPoint]:
+    texts = [raw_index_text(r) for r in raws] + [i.text for i in items]
+    if not texts:
+        return []
+    encoded = embedder.encode_documents(texts)
+    payloads = [raw_payload(r) for r in raws] + [item_payload(i) for i in items]
+    ids = [r.id for r in raws] + [i.id for i in items]
+    return [IndexPoint(ids[n], encoded.dense[n], encoded.sparse[n], payloads[n]) for n in range(len(ids))]
+
+
+def index_rows(db: Database, index: VectorIndex, embedder: Embedder,
+               raws: Sequence[RawInput] = (), items: Sequence[Item] = ()) -> int:
+    """Embed, upsert, then mark the rows indexed. Returns the number of points written."""
+    points = build_points(embedder, raws, items)
+    index.upsert(points)
+    now = utcnow()
+    with db.session() as session:
+        if raws:
+            session.execute(update(RawInput).where(RawInput.id.in_([r.id for r in raws])).values(indexed_at=now))
+        if items:
+            session.execute(update(Item).where(Item.id.in_([i.id for i in items])).values(indexed_at=now))
+    return len(points)
+
+
+def _batches(db: Database, model, only_unindexed: bool, batch: int) -> Iterable[list]:  # type: ignore[no-untyped-def]
+    last_id = ""
+    while True:
+        with db.session() as session:
+            query = select(model).where(model.id > last_id).order_by(model.id).limit(batch)
+            if only_unindexed:
+                query = query.where(model.indexed_at.is_(None))
+            rows = list(session.scalars(query))
+        if not rows:
+            return
+        last_id = rows[-1].id
+        yield rows
+
+
+def count_rows(db: Database, only_unindexed: bool) -> int:
+    from sqlalchemy import func
+
+    total = 0
+    with db.session() as session:
+        for model in (RawInput, Item):
+            query = select(func.count()).select_from(model)
+            if only_unindexed:
+                query = query.where(model.indexed_at.is_(None))
+            total += int(session.scalar(query) or 0)
+    return total
+
+
+def index_all(db: Database, index: VectorIndex, embedder: Embedder, *, only_unindexed: bool,
+              batch: int = 256, progress: Progress | None = None) -> int:
+    written = 0
+    for model, key in ((RawInput, "raws"), (Item, "items")):
+        for rows in _batches(db, model, only_unindexed, batch):
+            written += index_rows(db, index, embedder, **{key: rows})
+            if progress:
+                progress(len(rows))
+    return written
+
+
+def repair(db: Database, index: VectorIndex, embedder: Embedder, progress: Progress | None = None) -> int:
+    """Start-up check: index rows whose vectors a crash left unwritten, and, when the index holds
+    fewer points than there are rows (a lost or damaged index), every row it lacks."""
+    written = index_all(db, index, embedder, only_unindexed=True, progress=progress)
+    if index.count() >= count_rows(db, only_unindexed=False):
+        return written
+    for model, key in ((RawInput, "raws"), (Item, "items")):
+        for rows in _batches(db, model, False, 512):
+            present = index.existing([r.id for r in rows])
+            missing = [r for r in rows if r.id not in present]
+            if missing:
+                written += index_rows(db, index, embedder, **{key: missing})
+    return written
+
+
+def rebuild(db: Database, index: VectorIndex, embedder: Embedder, progress: Progress | None = None) -> int:
+    """`dcpm reindex`: drop every vector and rebuild from the relational store."""
+    index.clear()
+    return index_all(db, index, embedder, only_unindexed=False, progress=progress)

@@ -1,0 +1,220 @@
+"""API shapes shared by the HTTP server, the Python client and the CLI's --json output."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, Field, field_validator, model_validator
+
+USER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@\-]{0,127}$")
+ITEM_KINDS = ("fact", "identity", "summary")
+SEARCH_KINDS = ("raw", *ITEM_KINDS)
+Kind = Literal["raw", "fact", "identity", "summary"]
+
+
+def check_user_id(value: str) -> str:
+    if not USER_ID.match(value or ""):
+        raise ValueError("user_id must be 1-128 characters of letters, digits and _ . : @ -, "
+                         "starting with a letter or digit")
+    return value
+
+
+UserId = Annotated[str, AfterValidator(check_user_id)]
+
+
+class Message(BaseModel):
+    role: str = Field("user", max_length=32)
+    content: str
+    name: str | None = Field(None, max_length=128, description="Speaker name, e.g. 'Caroline'.")
+    timestamp: datetime | None = None
+
+    @field_validator("content")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("message content is empty")
+        return value
+
+
+class AddMemoryRequest(BaseModel):
+    user_id: UserId
+    messages: list[Message] | None = Field(None, description="Turns to remember, oldest first.")
+    text: str | None = Field(None, description="Shorthand for one user message.")
+    session_id: str | None = Field(None, max_length=128)
+    timestamp: datetime | None = Field(None, description="When the turns were said (default: now).")
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    infer: bool = Field(True, description="Extract facts with the LLM; false stores the turns verbatim only.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "AddMemoryRequest":
+        if self.messages is None and self.text is None:
+            raise ValueError("give `messages` or `text`")
+        if self.messages is not None and self.text is not None:
+            raise ValueError("give either `messages` or `text`, not both")
+        if self.text is not None and not self.text.strip():
+            raise ValueError("text is empty")
+        if self.messages is not None and not self.messages:
+            raise ValueError("messages is empty")
+        return self
+
+    def turns(self) -> list[Message]:
+        return self.messages if self.messages is not None else [Message(content=self.text or "")]
+
+
+class Operation(BaseModel):
+    op: Literal["ADD", "UPDATE", "SUPERSEDE", "NONE", "RAW"]
+    id: str
+    text: str
+    kind: str
+    target: str | None = None
+    chain_id: str | None = None
+
+
+class AddMemoryResponse(BaseModel):
+    request_id: str
+    user_id: str
+    raw_ids: list[str]
+    status: Literal["stored", "pending", "done", "failed"]
+    operations: list[Operation] = Field(default_factory=list)
+    message: str = ""
+    llm_calls: int = 0
+    tokens: int = 0
+
+
+class SearchRequest(BaseModel):
+    user_id: UserId
+    query: str
+    limit: int = Field(10, ge=1)
+    kinds: list[Kind] = Field(default_factory=lambda: list(SEARCH_KINDS))
+    as_of: datetime | None = Field(None, description="Answer with what was believed at this moment.")
+    session_id: str | None = None
+    context_tokens: int | None = Field(None, ge=0, description="Token budget of the rendered context block.")
+
+    @field_validator("query")
+    @classmethod
+    def _query_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("query is empty")
+        return value
+
+
+class ChainLink(BaseModel):
+    id: str
+    text: str
+    revision: int
+    valid_from: datetime
+    valid_to: datetime | None
+    current: bool = Field(description="The belief that holds now (or at as_of).")
+
+
+class SearchHit(BaseModel):
+    id: str
+    kind: str
+    text: str
+    score: float
+    dense_score: float
+    sparse_score: float
+    timestamp: datetime
+    created_at: datetime
+    session_id: str | None = None
+    role: str | None = None
+    speaker: str | None = None
+    topic: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    chain: list[ChainLink] | None = None
+    current: ChainLink | None = Field(None, description="For a hit on an old revision: what is believed now.")
+
+
+class SearchResponse(BaseModel):
+    user_id: str
+    query: str
+    hits: list[SearchHit]
+    context: str
+    encoder: str
+    took_ms: float
+
+
+class RawOut(BaseModel):
+    id: str
+    kind: Literal["raw"] = "raw"
+    user_id: str
+    text: str
+    role: str
+    speaker: str | None
+    session_id: str | None
+    timestamp: datetime
+    created_at: datetime
+    status: str
+    error: str | None = None
+    metadata: dict[str, Any]
+
+
+class RevisionOut(BaseModel):
+    revision: int
+    text: str
+    op: str
+    raw_id: str | None
+    created_at: datetime
+
+
+class ItemOut(BaseModel):
+    id: str
+    kind: str
+    user_id: str
+    text: str
+    type: str | None
+    topic: str | None
+    salience: float
+    event_time: datetime | None
+    valid_from: datetime
+    valid_to: datetime | None
+    current: bool
+    chain_id: str
+    supersedes: str | None
+    superseded_by: str | None
+    revision: int
+    source_raw_id: str | None
+    created_at: datetime
+    updated_at: datetime
+    metadata: dict[str, Any]
+    chain: list[ChainLink] | None = None
+    revisions: list[RevisionOut] | None = None
+
+
+class ListResponse(BaseModel):
+    user_id: str
+    total: int
+    items: list[ItemOut | RawOut]
+
+
+class UserOut(BaseModel):
+    id: str
+    created_at: datetime
+    last_seen_at: datetime
+    raw_inputs: int
+    items: int
+
+
+
+
+class ImportTurn(BaseModel):
+    id: str = Field(max_length=64)
+    text: str
+    role: str = Field("user", max_length=32)
+    speaker: str | None = Field(None, max_length=128)
+    session_id: str | None = Field(None, max_length=128)
+    timestamp: datetime | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ImportBatch(BaseModel):
+    """A batch of already-validated turns with deterministic ids (what `dcpm import` sends)."""
+
+    user_id: UserId
+    turns: list[ImportTurn]
+
+
+class ImportBatchResult(BaseModel):
+    imported: int

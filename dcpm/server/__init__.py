@@ -1,0 +1,1 @@
+"""The daemon's HTTP API (FastAPI)."""

@@ -1,0 +1,132 @@
+"""HTTP routes: parse, call the service, render. No business logic lives here."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, Header, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.base import BaseHTTPMiddleware
+
+from dcpm import __version__
+from dcpm.errors import DcpmError, Unauthorized
+from dcpm.ingest import Turn
+from dcpm.schemas import (
+    AddMemoryRequest,
+    AddMemoryResponse,
+    ImportBatch,
+    ImportBatchResult,
+    ItemOut,
+    ListResponse,
+    RawOut,
+    SearchRequest,
+    SearchResponse,
+    UserOut,
+)
+from dcpm.service import MemoryService
+
+log = logging.getLogger("dcpm.server")
+
+
+def error_body(code: str, message: str) -> dict:
+    return {"error": code, "message": message}
+
+
+class BodyLimit(BaseHTTPMiddleware):
+    """Refuse oversized bodies before they are read into memory."""
+
+    def __init__(self, app, max_bytes: int):  # type: ignore[no-untyped-def]
+        super().__init__(app)
+        self.max_bytes = max_bytes
+
+    async def dispatch(self, request: Request, call_next):  # type: ignore[no-untyped-def]
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
+            return JSONResponse(error_body("too_large", f"request body over {self.max_bytes} bytes"), status_code=413)
+        return await call_next(request)
+
+
+def create_app(service: MemoryService) -> FastAPI:
+    settings = service.settings
+    app = FastAPI(title="dcpm", version=__version__,
+                  description="Long-term memory for LLM assistants: raw turns, facts with supersedes chains, "
+                              "LLM-free hybrid search.")
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    token = settings.api_token.get_secret_value()
+
+    def authorized(authorization: Annotated[str | None, Header()] = None) -> None:
+        if not token:
+            return
+        scheme, _, value = (authorization or "").partition(" ")
+        if scheme.lower() not in ("bearer", "token") or not secrets.compare_digest(value.strip(), token):
+            raise Unauthorized("missing or wrong API token (send 'Authorization: Bearer <token>')")
+
+    @app.exception_handler(DcpmError)
+    async def _dcpm_error(_: Request, exc: DcpmError) -> JSONResponse:
+        return JSONResponse(error_body(exc.code, exc.message), status_code=exc.http_status)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse(error_body("http_error", str(exc.detail)), status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = []
+        for error in exc.errors():
+            where = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
+            problems.append(f"{where}: {error.get('msg')}" if where else str(error.get("msg")))
+        return JSONResponse(error_body("invalid", "; ".join(problems) or "invalid request"), status_code=422)
+
+    guarded = [Depends(authorized)]
+
+    @app.get("/healthz", tags=["operations"])
+    def healthz() -> dict:
+        """Store, index, embedder and LLM reachability."""
+        return service.health()
+
+    @app.post("/v1/memories", response_model=AddMemoryResponse, status_code=201, dependencies=guarded,
+              tags=["memories"], responses={202: {"model": AddMemoryResponse}})
+    def add_memory(request: AddMemoryRequest) -> JSONResponse:
+        """Remember turns. They are stored verbatim before anything else and searchable at once."""
+        result = service.add_memory(request)
+        status = 202 if result.status == "pending" else 201
+        return JSONResponse(result.model_dump(mode="json"), status_code=status)
+
+    @app.post("/v1/search", response_model=SearchResponse, dependencies=guarded, tags=["memories"])
+    def search(request: SearchRequest) -> SearchResponse:
+        """Hybrid search over one user's memories; never calls an LLM."""
+        return service.search(request)
+
+    @app.get("/v1/users", response_model=list[UserOut], dependencies=guarded, tags=["inspection"])
+    def users() -> list[UserOut]:
+        return service.users()
+
+    @app.get("/v1/users/{user_id}/items", response_model=ListResponse, dependencies=guarded, tags=["inspection"])
+    def items(user_id: str, kind: str | None = None, limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+              offset: Annotated[int, Query(ge=0)] = 0) -> ListResponse:
+        """A user's items (facts, identity, summaries), or raw inputs with `kind=raw`."""
+        return service.list_memories(user_id, kind=kind, limit=limit, offset=offset)
+
+    @app.get("/v1/items/{memory_id}", response_model=ItemOut | RawOut, dependencies=guarded, tags=["inspection"])
+    def item(memory_id: str) -> ItemOut | RawOut:
+        """One item with its chain and revisions, or one raw input."""
+        return service.get(memory_id)
+
+    @app.post("/v1/import", response_model=ImportBatchResult, dependencies=guarded, tags=["operations"])
+    def import_batch(batch: ImportBatch) -> ImportBatchResult:
+        """One batch of `dcpm import`; ids are deterministic, so re-sent turns are skipped."""
+        turns = [Turn(text=t.text, role=t.role, speaker=t.speaker, session_id=t.session_id, timestamp=t.timestamp,
+                      metadata=t.metadata, id=t.id) for t in batch.turns]
+        return ImportBatchResult(imported=service.import_turns(batch.user_id, turns))
+
+    @app.post("/v1/admin/reindex", dependencies=guarded, tags=["operations"])
+    def reindex() -> dict:
+        """Rebuild the vector index from the relational store."""
+        return {"points": service.reindex()}
+
+    return app

@@ -1,0 +1,1 @@
+"""Relational store: the source of truth (raw inputs, items, chains, revisions, events)."""

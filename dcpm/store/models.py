@@ -1,0 +1,139 @@
+"""SQLAlchemy models. Schema changes go through Alembic migrations in `migrations/`."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, TypeDecorator
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+class UTCDateTime(TypeDecorator):
+    """Stores naive UTC, returns aware UTC, so SQLite and PostgreSQL read back the same value."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        return value.replace(tzinfo=timezone.utc) if value is not None else None
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSON}
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    last_seen_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class RawInput(Base):
+    """One verbatim turn of an add_memory call or an import; immutable ground truth (DCPM 2.2 i)."""
+
+    __tablename__ = "raw_inputs"
+    __table_args__ = (
+        Index("ix_raw_inputs_user_time", "user_id", "timestamp"),
+        Index("ix_raw_inputs_status", "status"),
+        Index("ix_raw_inputs_request", "request_id"),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    user_id: Mapped[str] = mapped_column(String(128), ForeignKey("users.id"))
+    request_id: Mapped[str] = mapped_column(String(36))
+    position: Mapped[int] = mapped_column(Integer, default=0)
+    session_id: Mapped[str | None] = mapped_column(String(128))
+    role: Mapped[str] = mapped_column(String(32), default="user")
+    speaker: Mapped[str | None] = mapped_column(String(128))
+    text: Mapped[str] = mapped_column(Text)
+    timestamp: Mapped[datetime]
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", default=dict)
+    # raw: stored only (infer=false); pending: waits for extraction; done; failed
+    status: Mapped[str] = mapped_column(String(16), default="raw")
+    error: Mapped[str | None] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    indexed_at: Mapped[datetime | None]
+
+
+class Item(Base):
+    """A fact, identity item or summary; revisions form a doubly linked supersedes chain."""
+
+    __tablename__ = "items"
+    __table_args__ = (
+        Index("ix_items_user_kind", "user_id", "kind"),
+        Index("ix_items_chain", "chain_id"),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    user_id: Mapped[str] = mapped_column(String(128), ForeignKey("users.id"))
+    kind: Mapped[str] = mapped_column(String(16))  # fact | identity | summary
+    text: Mapped[str] = mapped_column(Text)
+    type: Mapped[str | None] = mapped_column(String(64))
+    topic: Mapped[str | None] = mapped_column(String(64))
+    salience: Mapped[float] = mapped_column(Float, default=0.5)
+    event_time: Mapped[datetime | None]
+    valid_from: Mapped[datetime]  # when this belief started to hold (the source turn's time)
+    valid_to: Mapped[datetime | None]  # when a successor replaced it; None while current
+    chain_id: Mapped[str] = mapped_column(String(36))
+    supersedes_id: Mapped[str | None] = mapped_column(String(36), ForeignKey("items.id"))
+    superseded_by_id: Mapped[str | None] = mapped_column(String(36), ForeignKey("items.id"))
+    revision: Mapped[int] = mapped_column(Integer, default=1)
+    source_raw_id: Mapped[str | None] = mapped_column(String(36), ForeignKey("raw_inputs.id"))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", default=dict)
+    indexed_at: Mapped[datetime | None]
+
+    @property
+    def is_current(self) -> bool:
+        return self.superseded_by_id is None
+
+
+class ItemRevision(Base):
+    """Text an item had before an UPDATE changed it (the item's own history)."""
+
+    __tablename__ = "item_revisions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    item_id: Mapped[str] = mapped_column(String(36), ForeignKey("items.id"), index=True)
+    revision: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+    op: Mapped[str] = mapped_column(String(16))
+    raw_id: Mapped[str | None] = mapped_column(String(36))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Event(Base):
+    """Append-only log of every change: what, when, why, which call."""
+
+    __tablename__ = "events"
+    __table_args__ = (Index("ix_events_user_time", "user_id", "at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    user_id: Mapped[str] = mapped_column(String(128))
+    at: Mapped[datetime] = mapped_column(default=utcnow)
+    action: Mapped[str] = mapped_column(String(32))
+    subject_kind: Mapped[str] = mapped_column(String(16))
+    subject_id: Mapped[str] = mapped_column(String(36), index=True)
+    request_id: Mapped[str | None] = mapped_column(String(36))
+    detail: Mapped[dict[str, Any]] = mapped_column(default=dict)

@@ -1,0 +1,81 @@
+"""Run `dcpm serve` and the `dcpm` CLI as a user would: real subprocesses on a free port."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def dcpm_env(data_dir: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DCPM_")}
+    env.update({"DCPM_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"})
+    env.update(extra)
+    return env
+
+
+def run_cli(data_dir: Path, *args: str, check: bool = True, **env: str) -> subprocess.CompletedProcess:
+    result = subprocess.run([sys.executable, "-m", "dcpm.cli", *args], env=dcpm_env(data_dir, **env),
+                            capture_output=True, text=True, timeout=300)
+    if check and result.returncode != 0:
+        raise AssertionError(f"dcpm {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
+    return result
+
+
+def cli_json(data_dir: Path, *args: str):
+    return json.loads(run_cli(data_dir, *args, "--json").stdout)
+
+
+class Daemon:
+    def __init__(self, data_dir: Path, **env: str):
+        self.data_dir = data_dir
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = env
+        self.process: subprocess.Popen | None = None
+        self.log = data_dir.parent / f"daemon-{self.port}.log"
+
+    def start(self, timeout: float = 120) -> "Daemon":
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        handle = open(self.log, "w")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "dcpm.cli", "serve", "--port", str(self.port), "--log-level", "warning"],
+            env=dcpm_env(self.data_dir, **self.env), stdout=handle, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"daemon exited early:\n{self.log.read_text()}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        raise AssertionError(f"daemon did not come up:\n{self.log.read_text()}")
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def __enter__(self) -> "Daemon":
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()

@@ -1,0 +1,46 @@
+import json
+
+import pytest
+
+from dcpm.config import Settings
+from dcpm.errors import Invalid
+from dcpm.importer import assign_ids, parse_line, read_file
+
+
+def test_parse_line_reads_speaker_and_timestamp():
+    line = parse_line(json.dumps({"user_id": "ana", "text": "hi", "speaker": "Ana",
+                                  "timestamp": "1:56 pm on 8 May, 2023"}), None)
+    assert line.user_id == "ana" and line.turn.speaker == "Ana"
+    assert line.turn.timestamp.year == 2023 and line.turn.timestamp.month == 5
+
+
+def test_default_user_applies_when_line_has_none():
+    assert parse_line('{"content": "hello"}', "bob").user_id == "bob"
+
+
+@pytest.mark.parametrize("raw, problem", [
+    ("{not json", "not valid JSON"),
+    ('{"user_id": "ana"}', "no text"),
+    ('{"text": "hi"}', "no user_id"),
+    ('{"user_id": "a b", "text": "hi"}', "user_id"),
+    ('{"user_id": "ana", "text": "hi", "timestamp": "someday maybe"}', "timestamp"),
+])
+def test_bad_lines_are_named(raw, problem):
+    with pytest.raises(ValueError, match=problem):
+        parse_line(raw, None)
+
+
+def test_identical_lines_get_distinct_but_stable_ids():
+    lines = [parse_line('{"user_id": "ana", "text": "ok"}', None) for _ in range(2)]
+    assign_ids(lines)
+    again = [parse_line('{"user_id": "ana", "text": "ok"}', None) for _ in range(2)]
+    assign_ids(again)
+    assert lines[0].turn.id != lines[1].turn.id
+    assert [l.turn.id for l in lines] == [l.turn.id for l in again]
+
+
+def test_a_file_with_bad_lines_is_refused_whole(tmp_path):
+    path = tmp_path / "history.jsonl"
+    path.write_text('{"user_id": "ana", "text": "fine"}\n{"user_id": "ana"}\n')
+    with pytest.raises(Invalid, match="line 2"):
+        read_file(path, None, Settings(data_dir=tmp_path))

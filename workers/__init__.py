@@ -1,0 +1,1 @@
+"""Process entry points for background work (consolidation, adapter training)."""
