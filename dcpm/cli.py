@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from dcpm.adapter.cli import adapter_app
 from dcpm.errors import DcpmError, Invalid
 
 app = typer.Typer(help="dcpm: long-term memory for LLM assistants.", no_args_is_help=True,
@@ -25,6 +26,7 @@ db_app = typer.Typer(help="Relational store.", no_args_is_help=True)
 config_app = typer.Typer(help="Settings.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(config_app, name="config")
+app.add_typer(adapter_app, name="adapter")
 out = Console()
 err = Console(stderr=True)
 
@@ -117,6 +119,8 @@ def serve(host: Annotated[Optional[str], typer.Option(help="Bind address (DCPM_H
     service = MemoryService(settings)
     try:
         service.maintenance.start()
+        if service.llm is not None:
+            service.recovery.start()
         client_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
         write_daemon(settings.data_dir, f"http://{client_host}:{port}")
         err.print(f"dcpm serving {settings.data_dir} on http://{host}:{port} (OpenAPI: /docs)")
@@ -144,6 +148,8 @@ def add(user: str, text: str,
     if as_json:
         return _dump(result)
     out.print(f"{result.status}: {len(result.raw_ids)} turn(s) for {user} (request {result.request_id})")
+    if result.llm_calls:
+        out.print(f"  {result.llm_calls} LLM call(s), {result.tokens} tokens, {result.timings_ms}")
     for operation in result.operations:
         out.print(f"  {operation.op:<9} {operation.id}  {operation.text}")
     if result.message:
@@ -165,12 +171,14 @@ def search(user: str, query: str,
            kind: Annotated[Optional[list[str]], typer.Option(help="raw, fact, identity, summary (repeatable).")] = None,
            as_of: Annotated[Optional[datetime], typer.Option(help="What was believed at this date.")] = None,
            context: Annotated[bool, typer.Option(help="Print the rendered context block.")] = False,
+           associative: Annotated[bool, typer.Option(help="Use the associative query adapter when one is "
+                                                          "loaded (--no-associative: frozen encoder).")] = True,
            as_json: JsonFlag = False) -> None:
     """Search USER's memories (no LLM)."""
     from dcpm.schemas import SEARCH_KINDS, SearchRequest
 
     request = _request(SearchRequest, user_id=user, query=query, limit=limit, kinds=kind or list(SEARCH_KINDS),
-                       as_of=as_of)
+                       as_of=as_of, associative=associative)
     with memory() as mem:
         result = mem.search(request)
     if as_json:
@@ -265,6 +273,30 @@ def show(memory_id: str, as_json: JsonFlag = False) -> None:
         out.print(f"  {'*' if link.current else '-'} r{link.revision} {_when(link.valid_from)}  {link.text}")
     for revision in entry.revisions or []:
         out.print(f"  revision {revision.revision} ({revision.op}): {revision.text}")
+
+
+@app.command()
+def history(memory_id: str, as_json: JsonFlag = False) -> None:
+    """Every event of an item and its chain: created, updated (before/after), superseded."""
+    with memory() as mem:
+        result = mem.history(memory_id)
+    if as_json:
+        return _dump(result)
+    for event in result.events:
+        detail = event.detail
+        what = {"created": detail.get("text"), "updated": f"{detail.get('before')!r} -> {detail.get('after')!r}",
+                "superseded": f"by {detail.get('by')}"}.get(event.action, detail)
+        source = f" (raw {detail['raw_id']})" if detail.get("raw_id") else ""
+        out.print(f"{_when(event.at)}  {event.action:<10} {event.item_id}  {what}{source}")
+
+
+@app.command()
+def backfill() -> None:
+    """Extract facts from every pending input (after an LLM was configured)."""
+    with memory() as mem:
+        with err.status("processing pending inputs..."):
+            done = mem.backfill()
+    out.print(f"processed {done} pending request(s)")
 
 
 @app.command()

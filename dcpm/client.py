@@ -12,6 +12,7 @@ from dcpm.ingest import Turn
 from dcpm.schemas import (
     AddMemoryRequest,
     AddMemoryResponse,
+    HistoryResponse,
     ImportBatch,
     ImportBatchResult,
     ImportTurn,
@@ -75,6 +76,12 @@ class Client:
                        timestamp=t.timestamp, metadata=t.metadata) for t in turns])
         result = self._call("POST", "/v1/import", json=batch.model_dump(mode="json"))
         return ImportBatchResult.model_validate(result).imported
+
+    def history(self, memory_id: str) -> HistoryResponse:
+        return HistoryResponse.model_validate(self._call("GET", f"/v1/items/{memory_id}/history"))
+
+    def backfill(self, progress=None) -> int:  # type: ignore[no-untyped-def]
+        return int(self._call("POST", "/v1/admin/backfill")["processed"])
 
     def reindex(self) -> int:
         return int(self._call("POST", "/v1/admin/reindex")["points"])

@@ -39,6 +39,22 @@ class Settings(BaseSettings):
     embed_batch_size: int = 64
     query_instruction: str = ""
 
+    # Associative query adapter (Madeleine 4.3-4.4, appendix B)
+    query_adapter: str = "default"  # "default": the shipped adapter; a directory; "none" or "": frozen E only
+    adapter_merge: bool = True  # merge the LoRA into a second copy of the weights (Madeleine B: ~2 passes)
+    adapter_tau: float = 0.05
+    adapter_lora_rank: int = 32
+    adapter_lora_alpha: int = 32
+    adapter_lora_dropout: float = 0.1
+    adapter_lr: float = 1e-4
+    adapter_batch_size: int = 128
+    adapter_epochs: int = 1
+    adapter_negative_max_cos: float = 0.9  # same-source facts this close to the gold are not negatives
+    adapter_holdout: float = 0.05  # share of personas held out for validation
+    adapter_seed: int = 0
+    adapter_decontaminate_cos: float = 0.85  # training rows this close to an evaluation text are dropped
+    adapter_pair_max_cos: float = 0.5  # later messages this close to their fact teach similarity: dropped
+
     # Read path (DCPM 3.1)
     hybrid_alpha: float = 0.7  # score = alpha*dense + (1-alpha)*sparse
     hnsw_m: int = 32
@@ -55,6 +71,17 @@ class Settings(BaseSettings):
     llm_model: str = ""
     llm_api_key: SecretStr = SecretStr("")
     llm_timeout: float = 60.0
+    llm_temperature: float = 0.0
+    llm_max_retries: int = 3
+    llm_retry_base_seconds: float = 0.5
+    llm_response_format: str = "json_schema"  # json_schema | json_object | prompt: where to start
+
+    # System 1 writer (DCPM 2.2)
+    writer_history_turns: int = 6  # recent turns of the session shown to extraction
+    reconcile_top_k: int = 5  # nearest existing items shown per extracted item
+    writer_lease_seconds: float = 120.0
+    recovery_interval_seconds: float = 5.0  # how often the daemon retries pending inputs
+    recovery_max_backoff_seconds: float = 600.0
 
     # Server
     host: str = "127.0.0.1"

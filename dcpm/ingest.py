@@ -9,6 +9,8 @@ from datetime import datetime, timezone
 from typing import Any, Sequence
 
 from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from dcpm.config import Settings
@@ -60,12 +62,20 @@ def deterministic_raw_id(user_id: str, turn: Turn, occurrence: int) -> str:
 
 
 def touch_user(session: Session, user_id: str) -> None:
+    """Create the user on first sight, atomically: concurrent first writes must not collide."""
+    now = utcnow()
+    dialect = session.get_bind().dialect.name
+    if dialect in ("sqlite", "postgresql"):
+        insert = sqlite_insert if dialect == "sqlite" else postgresql_insert
+        session.execute(insert(User).values(id=user_id, created_at=now, last_seen_at=now)
+                        .on_conflict_do_update(index_elements=[User.id], set_={"last_seen_at": now}))
+        return
     user = session.get(User, user_id)
     if user is None:
-        session.add(User(id=user_id))
+        session.add(User(id=user_id, created_at=now, last_seen_at=now))
         session.flush()
     else:
-        user.last_seen_at = utcnow()
+        user.last_seen_at = now
 
 
 def persist_turns(session: Session, user_id: str, turns: Sequence[Turn], *, request_id: str, status: str,

@@ -46,6 +46,8 @@ class AddMemoryRequest(BaseModel):
     timestamp: datetime | None = Field(None, description="When the turns were said (default: now).")
     metadata: dict[str, Any] = Field(default_factory=dict)
     infer: bool = Field(True, description="Extract facts with the LLM; false stores the turns verbatim only.")
+    wait: bool = Field(True, description="Wait for extraction (at most two LLM calls); false answers at once "
+                                         "with 202 and extraction runs in the background.")
 
     @model_validator(mode="after")
     def _one_source(self) -> "AddMemoryRequest":
@@ -81,6 +83,8 @@ class AddMemoryResponse(BaseModel):
     message: str = ""
     llm_calls: int = 0
     tokens: int = 0
+    error: str | None = None
+    timings_ms: dict[str, float] = Field(default_factory=dict, description="total, llm and non_llm time.")
 
 
 class SearchRequest(BaseModel):
@@ -91,6 +95,8 @@ class SearchRequest(BaseModel):
     as_of: datetime | None = Field(None, description="Answer with what was believed at this moment.")
     session_id: str | None = None
     context_tokens: int | None = Field(None, ge=0, description="Token budget of the rendered context block.")
+    associative: bool = Field(True, description="Use the associative query adapter when one is loaded "
+                                                "(false: the frozen embedder's query vector).")
 
     @field_validator("query")
     @classmethod
@@ -218,3 +224,17 @@ class ImportBatch(BaseModel):
 
 class ImportBatchResult(BaseModel):
     imported: int
+
+
+class HistoryEvent(BaseModel):
+    at: datetime
+    action: str
+    item_id: str
+    request_id: str | None
+    detail: dict[str, Any]
+
+
+class HistoryResponse(BaseModel):
+    item_id: str
+    chain_id: str
+    events: list[HistoryEvent]

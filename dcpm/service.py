@@ -13,16 +13,21 @@ from typing import Callable
 from sqlalchemy import func, select
 
 from dcpm import indexing, reader
+from dcpm.adapter.encoder import load_query_encoder
 from dcpm.config import Settings
 from dcpm.embedding import Embedder, load_embedder
-from dcpm.errors import Invalid, NotFound
+from dcpm.errors import Invalid, NotFound, Unavailable
 from dcpm.index import open_index
+from dcpm.llm import LLMClient
 from dcpm.ingest import Turn, check_turns, persist_turns
 from dcpm.maintenance import IndexMaintenance
+from dcpm.recovery import RecoveryLoop
 from dcpm.schemas import (
     ITEM_KINDS,
     AddMemoryRequest,
     AddMemoryResponse,
+    HistoryEvent,
+    HistoryResponse,
     ItemOut,
     ListResponse,
     Operation,
@@ -34,7 +39,8 @@ from dcpm.schemas import (
     check_user_id,
 )
 from dcpm.store.db import Database
-from dcpm.store.models import Item, ItemRevision, RawInput, User
+from dcpm.store.models import Event, Item, ItemRevision, RawInput, User
+from dcpm.writer import Writer
 
 log = logging.getLogger("dcpm.service")
 Progress = Callable[[int], None]
@@ -47,8 +53,15 @@ class MemoryService:
         self.db = Database(settings.sqlalchemy_url)
         self.embedder = embedder or load_embedder(settings)
         self.index = open_index(settings, self.embedder.dim, self.embedder.sparse_uses_idf)
-        self.query_encoder: reader.QueryEncoder = reader.FrozenQueryEncoder(self.embedder)
+        # Madeleine 4.5: an associative adapter replaces only the query vector; the index stays E(m).
+        self.frozen_encoder = reader.FrozenQueryEncoder(self.embedder)
+        self.query_encoder: reader.QueryEncoder = (load_query_encoder(settings, self.embedder)
+                                                   or self.frozen_encoder)
         self.maintenance = IndexMaintenance(self.index, settings)
+        self.llm = LLMClient(settings) if settings.llm_configured else None
+        self.writer = Writer(self.db, self.index, self.embedder, settings, self.llm,
+                             on_indexed=self.maintenance.note_writes)
+        self.recovery = RecoveryLoop(self.writer, settings.recovery_interval_seconds)
         if repair:
             repaired = indexing.repair(self.db, self.index, self.embedder)
             if repaired:
@@ -67,14 +80,56 @@ class MemoryService:
         with self.db.session() as session:
             rows = persist_turns(session, request.user_id, turns, request_id=request_id, status=status)
         self._index(raws=rows)
-        message = "stored verbatim"
-        if request.infer and not self.settings.llm_configured:
-            message = "stored verbatim; extraction waits until an LLM is configured"
-        return AddMemoryResponse(
+        response = AddMemoryResponse(
             request_id=request_id, user_id=request.user_id, raw_ids=[r.id for r in rows],
-            status="pending" if request.infer else "stored", message=message,
+            status="pending" if request.infer else "stored", message="stored verbatim",
             operations=[Operation(op="RAW", id=r.id, text=r.text, kind="raw") for r in rows],
         )
+        if not request.infer:
+            return response
+        if self.llm is None:
+            response.message = "stored verbatim; extraction waits until an LLM is configured (dcpm backfill)"
+        elif not request.wait:
+            self.recovery.submit(request.user_id)
+            response.message = "stored verbatim; extraction runs in the background"
+        else:
+            result = self.writer.drain(request.user_id, until=request_id).get(request_id)
+            if result is None:
+                response.message = "stored verbatim; waiting behind an earlier input of this user"
+            else:
+                response.status = "done" if result.status == "done" else "pending"
+                response.operations += result.operations
+                response.llm_calls, response.tokens, response.error = result.usage.calls, result.usage.tokens, result.error
+                response.timings_ms = {"total": round(result.seconds * 1000, 2),
+                                       "llm": round(result.usage.seconds * 1000, 2),
+                                       "non_llm": round(result.non_llm_seconds * 1000, 2)}
+                response.message = ("extracted" if result.status == "done"
+                                    else "stored verbatim; extraction failed and will be retried")
+        return response
+
+    def backfill(self, progress: Progress | None = None) -> int:
+        """Process everything pending now (e.g. after an LLM was configured); returns requests done."""
+        if self.llm is None:
+            raise Unavailable("no LLM configured: set DCPM_LLM_BASE_URL and DCPM_LLM_MODEL first")
+        done = 0
+        for user_id in self.writer.users_with_pending():
+            results = self.writer.drain(user_id, force=True)
+            done += sum(1 for r in results.values() if r.status == "done")
+            if progress:
+                progress(len(results))
+        return done
+
+    def history(self, item_id: str) -> HistoryResponse:
+        """Every event of an item's chain: created, updated (before/after), superseded, by which input."""
+        item = self.get(item_id)
+        if not isinstance(item, ItemOut):
+            raise Invalid(f"{item_id} is a raw input; history is kept for items")
+        ids = [link.id for link in item.chain or []] or [item.id]
+        with self.db.session() as session:
+            events = list(session.scalars(select(Event).where(Event.subject_id.in_(ids)).order_by(Event.at, Event.id)))
+        return HistoryResponse(item_id=item.id, chain_id=item.chain_id, events=[
+            HistoryEvent(at=e.at, action=e.action, item_id=e.subject_id, request_id=e.request_id, detail=e.detail or {})
+            for e in events])
 
     def _index(self, raws=(), items=()) -> None:  # type: ignore[no-untyped-def]
         written = indexing.index_rows(self.db, self.index, self.embedder, raws=raws, items=items)
@@ -92,7 +147,8 @@ class MemoryService:
 
     # --- read ------------------------------------------------------------------------------
     def search(self, request: SearchRequest) -> SearchResponse:
-        return reader.search(self.db, self.index, self.query_encoder, self.settings, request)
+        encoder = self.query_encoder if request.associative else self.frozen_encoder
+        return reader.search(self.db, self.index, encoder, self.settings, request)
 
     def list_memories(self, user_id: str, kind: str | None = None, limit: int = 50, offset: int = 0) -> ListResponse:
         self._require_user(user_id)
@@ -178,6 +234,7 @@ class MemoryService:
         return written
 
     def close(self) -> None:
+        self.recovery.stop()
         self.maintenance.stop()
         self.index.close()
         self.db.close()

@@ -31,6 +31,7 @@ class Scope:
     kinds: Sequence[str] = ()
     as_of: float | None = None  # epoch seconds: only what was believed at that moment
     session_id: str | None = None
+    current_only: bool = False  # only chain heads (items nobody has superseded)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import qdrant_edge as qe
 from dcpm.config import Settings
 from dcpm.embedding.base import SparseVector
 from dcpm.errors import Conflict
-from dcpm.index.base import DENSE, SPARSE, Hit, IndexPoint, Scope
+from dcpm.index.base import DENSE, OPEN_END, SPARSE, Hit, IndexPoint, Scope
 
 SHARD_DIR = "vectors"
 META_FILE = "vectors.json"
@@ -147,6 +147,8 @@ def _filter(scope: Scope) -> qe.Filter:
         must.append(qe.FieldCondition(key="kind", match=qe.MatchAny(list(scope.kinds))))
     if scope.session_id:
         must.append(_match("session_id", scope.session_id))
+    if scope.current_only:
+        must.append(qe.FieldCondition(key="valid_to", range=qe.RangeFloat(gte=OPEN_END)))
     if scope.as_of is not None:
         must.append(qe.FieldCondition(key="valid_from", range=qe.RangeFloat(lte=scope.as_of)))
         must.append(qe.FieldCondition(key="valid_to", range=qe.RangeFloat(gt=scope.as_of)))

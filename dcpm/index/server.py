@@ -14,7 +14,7 @@ from qdrant_client import models as qm
 
 from dcpm.config import Settings
 from dcpm.embedding.base import SparseVector
-from dcpm.index.base import DENSE, SPARSE, Hit, IndexPoint, Scope
+from dcpm.index.base import DENSE, OPEN_END, SPARSE, Hit, IndexPoint, Scope
 
 
 def _client(settings: Settings) -> QdrantClient:
@@ -122,6 +122,8 @@ def _filter(scope: Scope) -> qm.Filter:
         must.append(qm.FieldCondition(key="kind", match=qm.MatchAny(any=list(scope.kinds))))
     if scope.session_id:
         must.append(_match("session_id", scope.session_id))
+    if scope.current_only:
+        must.append(qm.FieldCondition(key="valid_to", range=qm.Range(gte=OPEN_END)))
     if scope.as_of is not None:
         must.append(qm.FieldCondition(key="valid_from", range=qm.Range(lte=scope.as_of)))
         must.append(qm.FieldCondition(key="valid_to", range=qm.Range(gt=scope.as_of)))

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import secrets
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.base import BaseHTTPMiddleware
 
@@ -18,6 +20,7 @@ from dcpm.ingest import Turn
 from dcpm.schemas import (
     AddMemoryRequest,
     AddMemoryResponse,
+    HistoryResponse,
     ImportBatch,
     ImportBatchResult,
     ItemOut,
@@ -50,11 +53,19 @@ class BodyLimit(BaseHTTPMiddleware):
         return await call_next(request)
 
 
+def telemetry_off() -> dict:
+    """Newer FastAPI releases instrument apps with OpenTelemetry; dcpm sends nothing anywhere."""
+    if "telemetry" not in inspect.signature(FastAPI).parameters:
+        return {}
+    return {"telemetry": {"tracing": False, "metrics": False, "logs": False, "operation_spans": False,
+                          "auto_configure": False}}
+
+
 def create_app(service: MemoryService) -> FastAPI:
     settings = service.settings
     app = FastAPI(title="dcpm", version=__version__,
                   description="Long-term memory for LLM assistants: raw turns, facts with supersedes chains, "
-                              "LLM-free hybrid search.")
+                              "LLM-free hybrid search.", **telemetry_off())
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     token = settings.api_token.get_secret_value()
 
@@ -94,7 +105,7 @@ def create_app(service: MemoryService) -> FastAPI:
     def add_memory(request: AddMemoryRequest) -> JSONResponse:
         """Remember turns. They are stored verbatim before anything else and searchable at once."""
         result = service.add_memory(request)
-        status = 202 if result.status == "pending" else 201
+        status = 202 if result.status == "pending" else 201  # 202: stored, extraction still to come
         return JSONResponse(result.model_dump(mode="json"), status_code=status)
 
     @app.post("/v1/search", response_model=SearchResponse, dependencies=guarded, tags=["memories"])
@@ -117,6 +128,12 @@ def create_app(service: MemoryService) -> FastAPI:
         """One item with its chain and revisions, or one raw input."""
         return service.get(memory_id)
 
+    @app.get("/v1/items/{memory_id}/history", response_model=HistoryResponse, dependencies=guarded,
+             tags=["inspection"])
+    def history(memory_id: str) -> HistoryResponse:
+        """Every event of an item and its chain: created, updated (before/after), superseded."""
+        return service.history(memory_id)
+
     @app.post("/v1/import", response_model=ImportBatchResult, dependencies=guarded, tags=["operations"])
     def import_batch(batch: ImportBatch) -> ImportBatchResult:
         """One batch of `dcpm import`; ids are deterministic, so re-sent turns are skipped."""
@@ -128,5 +145,14 @@ def create_app(service: MemoryService) -> FastAPI:
     def reindex() -> dict:
         """Rebuild the vector index from the relational store."""
         return {"points": service.reindex()}
+
+    @app.post("/v1/admin/backfill", dependencies=guarded, tags=["operations"])
+    def backfill() -> dict:
+        """Process every pending input now (after an LLM was configured)."""
+        return {"processed": service.backfill()}
+
+    @app.get("/metrics", tags=["operations"], include_in_schema=False)
+    def metrics() -> Response:
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     return app

@@ -72,6 +72,7 @@ class RawInput(Base):
     status: Mapped[str] = mapped_column(String(16), default="raw")
     error: Mapped[str | None] = mapped_column(Text)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime | None]  # set after a failed extraction: retry with backoff
     indexed_at: Mapped[datetime | None]
 
 
@@ -137,3 +138,14 @@ class Event(Base):
     subject_id: Mapped[str] = mapped_column(String(36), index=True)
     request_id: Mapped[str | None] = mapped_column(String(36))
     detail: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class Lease(Base):
+    """A named, expiring lock held in the store (per-user writer ordering, consolidation runs),
+    so it holds across threads, processes and machines sharing one database."""
+
+    __tablename__ = "leases"
+
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(200))
+    expires_at: Mapped[datetime]

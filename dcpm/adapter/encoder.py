@@ -1,0 +1,110 @@
+"""The associative query encoder (Madeleine 4.5): one query vector normalize(E(q) + E_θ(q)).
+
+Because every vector has unit norm, <E(q) + E_θ(q), E(m)> is the trained summed score, so the
+host's index, sparse retriever and fusion stay exactly as they are; only the query changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from dcpm.adapter import SHIPPED_ADAPTER
+from dcpm.adapter.manifest import MANIFEST_FILE, check_backbone, mismatch, read_manifest
+from dcpm.config import Settings
+from dcpm.errors import Invalid
+
+log = logging.getLogger("dcpm.adapter")
+DISABLED = ("", "none", "off", "false")
+
+
+def associative_vectors(embedder: Any, adapted_model: Any, texts: Sequence[str]) -> np.ndarray:
+    """normalize(E(q) + E_θ(q)) for a batch, with the embedder's own query instruction."""
+    prefixed = [embedder.query_instruction + text for text in texts]
+    summed = embedder.dense(prefixed) + embedder.dense(prefixed, model=adapted_model)
+    return summed / np.linalg.norm(summed, axis=1, keepdims=True).clip(min=1e-12)
+
+
+# Loaded E_θ per frozen model: services built on one embedder (tests, several data dirs in one
+# process) share it instead of copying the weights again. Read-only once loaded.
+_LOADED: "weakref.WeakKeyDictionary[Any, dict[tuple[Path, float, bool], Any]]" = weakref.WeakKeyDictionary()
+
+
+def _adapted_model(model: Any, directory: Path, merge: bool) -> Any:
+    from dcpm.adapter.lora import load_lora
+
+    weights = directory / "adapter_model.safetensors"
+    key = (directory, weights.stat().st_mtime if weights.exists() else 0.0, merge)
+    loaded = _LOADED.setdefault(model, {})
+    if key not in loaded:
+        loaded[key] = load_lora(model, directory, merge=merge)
+    return loaded[key]
+
+
+class AssociativeQueryEncoder:
+    """A `reader.QueryEncoder`: memories and the index stay E(m); the sparse half is untouched."""
+
+    def __init__(self, embedder: Any, directory: Path, merge: bool = True):
+        self.manifest = read_manifest(directory)
+        check_backbone(self.manifest, embedder)
+        self.embedder = embedder
+        self.directory = Path(directory)
+        self.merged = merge
+        self.adapted = _adapted_model(embedder.model, self.directory.resolve(), merge)
+        self.name = f"associative:{self.manifest.name}:{embedder.name}"
+
+    def encode_query(self, text: str):  # type: ignore[no-untyped-def]
+        from dcpm.reader import QueryVector
+
+        frozen = self.embedder.encode_queries([text])
+        adapted = self.embedder.dense([self.embedder.query_instruction + text], model=self.adapted)[0]
+        summed = frozen.dense[0] + adapted
+        return QueryVector(summed / max(float(np.linalg.norm(summed)), 1e-12), frozen.sparse[0], self.name)
+
+    def dense_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return associative_vectors(self.embedder, self.adapted, texts)
+
+
+def adapter_directory(setting: str) -> Path | None:
+    """The adapter a `query_adapter` setting names: None when disabled, the shipped one for "default"."""
+    if setting.strip().lower() in DISABLED:
+        return None
+    if setting.strip().lower() == "default":
+        return SHIPPED_ADAPTER
+    directory = Path(setting).expanduser()
+    if not directory.is_dir():
+        raise Invalid(f"query adapter {setting!r} is not a directory (DCPM_QUERY_ADAPTER); "
+                      "use a directory written by `dcpm adapter train`, 'default' or 'none'")
+    return directory
+
+
+def load_query_encoder(settings: Settings, embedder: Any) -> AssociativeQueryEncoder | None:
+    """The configured associative encoder, or None for the frozen one.
+
+    An adapter named explicitly must fit the embedder (a clear error otherwise); the shipped
+    default only applies to the backbone it was trained for and quietly steps aside for others.
+    """
+    directory = adapter_directory(settings.query_adapter)
+    if directory is None:
+        return None
+    shipped = directory == SHIPPED_ADAPTER
+    if shipped:
+        if not (directory / MANIFEST_FILE).is_file():
+            log.warning("the shipped associative adapter is missing from %s; using the frozen encoder", directory)
+            return None
+        if not hasattr(embedder, "model"):
+            log.info("no associative adapter: embedder %s exposes no network to adapt", embedder.name)
+            return None
+        problem = mismatch(read_manifest(directory), embedder)
+        if problem:
+            log.info("shipped associative adapter not used: %s", problem)
+            return None
+    elif not hasattr(embedder, "model"):
+        raise Invalid(f"embedder {embedder.name} cannot take a query adapter (no network to adapt)")
+    encoder = AssociativeQueryEncoder(embedder, directory, merge=settings.adapter_merge)
+    log.info("query encoder: %s (%s)", encoder.name, "merged" if encoder.merged else "unmerged")
+    return encoder

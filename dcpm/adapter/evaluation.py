@@ -1,0 +1,65 @@
+"""Cue recall on held-out simulated lives: does the trigger bring back its earlier statement?
+
+A held-out later message is ranked against the facts of its own source, as the paper's
+training ranks a row against its source's bank (Madeleine 4.4). The candidates are the
+held-out facts plus, by default, every training fact of that source: the gold has to beat
+hundreds of facts the adapter has seen as positives for other queries, which is harder
+than ranking among the few held-out facts alone. Rank = 1 + candidates scored strictly above
+the gold (Madeleine B).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Literal, Sequence
+
+import numpy as np
+
+from dcpm.adapter.lives import Fact, Life, Row, facts_and_rows
+
+KS = (1, 5, 10, 50)
+Vectors = Callable[[Sequence[str]], np.ndarray]
+Candidates = Literal["all", "heldout"]
+
+
+def gold_ranks(queries: np.ndarray, bank: np.ndarray, gold: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+    """candidates[i, m]: may fact m compete for query i (the gold always does)."""
+    scores = queries @ bank.T
+    gold_scores = scores[np.arange(len(gold)), gold]
+    return 1 + ((scores > gold_scores[:, None]) & candidates).sum(axis=1)
+
+
+def recall_report(ranks: np.ndarray, ks: Sequence[int] = KS) -> dict[str, float]:
+    if len(ranks) == 0:
+        return {"n": 0}
+    report: dict[str, float] = {"n": int(len(ranks))}
+    report.update({f"R@{k}": float((ranks <= k).mean()) for k in ks})
+    report["MRR"] = float((1.0 / ranks).mean())
+    return report
+
+
+def cue_set(training: Sequence[Life], heldout: Sequence[Life],
+            candidates: Candidates = "all") -> tuple[list[Fact], list[Row]]:
+    """The held-out rows and their candidate facts; held-out facts come first so rows index them."""
+    facts, rows = facts_and_rows(heldout)
+    if candidates == "all":
+        facts += facts_and_rows(training)[0]
+    return facts, rows
+
+
+def evaluate(facts: Sequence[Fact], rows: Sequence[Row], bank: np.ndarray,
+             encoders: dict[str, Vectors]) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
+    """report[encoder][source or "all"]["later" | "direct"] = Recall@k and MRR."""
+    sources = np.array([fact.source for fact in facts])
+    gold = np.array([row.fact for row in rows], dtype=int)
+    row_sources = np.array([row.source for row in rows])
+    kinds = np.array([row.kind for row in rows])
+    candidates = row_sources[:, None] == sources[None, :]
+    report: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+    for name, vectors in encoders.items():
+        ranks = gold_ranks(vectors([row.query for row in rows]), bank, gold, candidates)
+        report[name] = {}
+        for source in [*sorted(set(row_sources)), "all"]:
+            chosen = np.ones(len(rows), bool) if source == "all" else row_sources == source
+            report[name][source] = {kind: recall_report(ranks[chosen & (kinds == kind)])
+                                    for kind in ("later", "direct")}
+    return report

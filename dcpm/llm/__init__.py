@@ -1,0 +1,5 @@
+"""LLM access: the real `openai` client against any OpenAI-compatible endpoint, and prompts."""
+
+from dcpm.llm.client import LLMClient, LLMFailure, Usage
+
+__all__ = ["LLMClient", "LLMFailure", "Usage"]

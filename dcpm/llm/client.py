@@ -1,0 +1,157 @@
+"""Structured calls to an OpenAI-compatible chat endpoint.
+
+The answer's JSON schema comes from a Pydantic model. Servers differ in what they accept as
+`response_format`: OpenAI and vLLM take `json_schema`; llama.cpp's server rejects it ("Input
+should be 'text' or 'json_object'") but takes `json_object` with a schema; some take neither.
+The client starts at the strictest mode and steps down once a server refuses it, remembering the
+mode that worked. Timeouts, 5xx, rate limits and invalid answers are retried with backoff.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import openai
+from pydantic import BaseModel, ValidationError
+from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from dcpm.config import Settings
+from dcpm.errors import Unavailable
+from dcpm.metrics import LLM_CALLS, LLM_TOKENS
+
+log = logging.getLogger("dcpm.llm")
+Answer = TypeVar("Answer", bound=BaseModel)
+MODES = ("json_schema", "json_object", "prompt")
+_REFUSED_FORMAT = re.compile(r"json_schema|json_object|response_format|Input should be", re.IGNORECASE)
+
+
+class LLMFailure(Unavailable):
+    """The LLM gave no usable answer after every retry; the caller keeps its input pending."""
+
+
+class _BadAnswer(Exception):
+    pass
+
+
+class _FormatRefused(Exception):
+    pass
+
+
+@dataclass
+class Usage:
+    """LLM calls and tokens spent for one request (shown in the response and in metrics)."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    purposes: list[str] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class LLMClient:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.model = settings.llm_model
+        self._client = openai.OpenAI(base_url=settings.llm_base_url,
+                                     api_key=settings.llm_api_key.get_secret_value() or "not-needed",
+                                     timeout=settings.llm_timeout, max_retries=0)
+        self._mode_index = MODES.index(settings.llm_response_format) if settings.llm_response_format in MODES else 0
+        self._mode_lock = threading.Lock()
+
+    @property
+    def mode(self) -> str:
+        return MODES[self._mode_index]
+
+    def structured(self, system: str, user: str, answer: type[Answer], usage: Usage, purpose: str) -> Answer:
+        """One logical call: returns a validated answer or raises LLMFailure."""
+        retrying = Retrying(
+            stop=stop_after_attempt(self.settings.llm_max_retries + 1),
+            wait=wait_exponential(multiplier=self.settings.llm_retry_base_seconds, max=30),
+            retry=retry_if_exception_type((openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError,
+                                           openai.InternalServerError, _BadAnswer)),
+            reraise=False,
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    return self._attempt(system, user, answer, usage, purpose)
+        except RetryError as exc:
+            cause = exc.last_attempt.exception()
+            raise LLMFailure(f"LLM {purpose} failed after {self.settings.llm_max_retries + 1} attempts: "
+                             f"{type(cause).__name__}: {cause}") from cause
+        except openai.APIStatusError as exc:  # 4xx other than a refused format: retrying will not help
+            raise LLMFailure(f"LLM {purpose} refused: HTTP {exc.status_code}: {exc.message}") from exc
+        raise LLMFailure(f"LLM {purpose} gave no answer")
+
+    def _attempt(self, system: str, user: str, answer: type[Answer], usage: Usage, purpose: str) -> Answer:
+        while True:
+            mode = self.mode
+            try:
+                content = self._complete(system, user, answer, mode, usage, purpose)
+            except _FormatRefused:
+                with self._mode_lock:
+                    if self.mode == mode and self._mode_index < len(MODES) - 1:
+                        self._mode_index += 1
+                        log.warning("LLM endpoint refused response_format %s; using %s", mode, self.mode)
+                continue
+            return parse_answer(content, answer)
+
+    def _complete(self, system: str, user: str, answer: type[BaseModel], mode: str, usage: Usage,
+                  purpose: str) -> str:
+        schema = answer.model_json_schema()
+        kwargs: dict = {}
+        if mode == "json_schema":
+            kwargs["response_format"] = {"type": "json_schema",
+                                         "json_schema": {"name": answer.__name__, "schema": schema}}
+        elif mode == "json_object":
+            kwargs["response_format"] = {"type": "json_object", "schema": schema}
+        if mode != "json_schema":
+            system = f"{system}\n\nAnswer with one JSON object only, matching this JSON schema:\n{json.dumps(schema)}"
+        usage.calls += 1
+        usage.purposes.append(purpose)
+        LLM_CALLS.labels(purpose=purpose).inc()
+        started = time.perf_counter()
+        try:
+            response = self._client.chat.completions.create(
+                model=self.model, temperature=self.settings.llm_temperature,
+                messages=[{"role": "system", "content": system}, {"role": "user", "content": user}], **kwargs)
+        except (openai.InternalServerError, openai.BadRequestError, openai.UnprocessableEntityError) as exc:
+            if mode != "prompt" and _REFUSED_FORMAT.search(str(exc.message) + str(getattr(exc, "body", ""))):
+                raise _FormatRefused() from exc
+            raise
+        finally:
+            usage.seconds += time.perf_counter() - started
+        if response.usage is not None:
+            usage.prompt_tokens += response.usage.prompt_tokens or 0
+            usage.completion_tokens += response.usage.completion_tokens or 0
+            LLM_TOKENS.labels(purpose=purpose).inc(response.usage.total_tokens or 0)
+        if not response.choices:
+            raise _BadAnswer("no choices in the answer")
+        return response.choices[0].message.content or ""
+
+
+def parse_answer(content: str, answer: type[Answer]) -> Answer:
+    """Validate the model's JSON; tolerate code fences and prose around one JSON object."""
+    text = content.strip()
+    fenced = re.search(r"```(?:json)?\s*(.*?)```", text, re.DOTALL)
+    if fenced:
+        text = fenced.group(1).strip()
+    if not text.startswith("{"):
+        start, end = text.find("{"), text.rfind("}")
+        if start < 0 or end <= start:
+            raise _BadAnswer(f"no JSON object in the answer: {content[:80]!r}")
+        text = text[start:end + 1]
+    try:
+        return answer.model_validate_json(text)
+    except ValidationError as exc:
+        raise _BadAnswer(f"answer does not match {answer.__name__}: {exc.errors()[:2]}") from None

@@ -1,0 +1,99 @@
+"""The decisions of reconciliation (DCPM 2.2 iii) as plain functions over plain data:
+which extracted items are exact duplicates, and which LLM decisions are allowed to stand."""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Sequence
+
+from dcpm.llm.prompts.reconcile import Decision
+
+log = logging.getLogger("dcpm.reconcile")
+
+
+@dataclass(frozen=True)
+class Extracted:
+    kind: str
+    text: str
+    type: str | None = None
+    topic: str | None = None
+    salience: float = 0.5
+    event_time: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    handle: str  # what the LLM sees, e.g. "2.1"
+    item_id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Planned:
+    op: str  # ADD | UPDATE | SUPERSEDE | NONE
+    index: int  # position in the extracted list
+    text: str
+    target_id: str | None = None
+    reason: str = ""
+
+
+def normalize(text: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"[^\w\s]", "", text.lower())).strip()
+
+
+def exact_duplicates(extracted: Sequence[Extracted], candidates: Sequence[Sequence[Candidate]]) -> dict[int, Planned]:
+    """Items whose normalized text equals an earlier item of this batch or one of their own
+    candidates: dropped without asking the LLM."""
+    dropped: dict[int, Planned] = {}
+    seen: set[tuple[str, str]] = set()
+    for index, item in enumerate(extracted):
+        key = (item.kind, normalize(item.text))
+        match = next((c for c in candidates[index] if normalize(c.text) == key[1]), None)
+        if key in seen:
+            dropped[index] = Planned("NONE", index, item.text, reason="duplicate within the request")
+        elif match is not None:
+            dropped[index] = Planned("NONE", index, item.text, target_id=match.item_id, reason="exact duplicate")
+        seen.add(key)
+    return dropped
+
+
+def plan(extracted: Sequence[Extracted], candidates: Sequence[Sequence[Candidate]],
+         decisions: Sequence[Decision], skip: set[int]) -> list[Planned]:
+    """Turn the LLM's decisions into operations, refusing any that point outside the candidates
+    shown for that item (treated as ADD, never a collateral supersession)."""
+    by_item: dict[int, Decision] = {}
+    for decision in decisions:
+        by_item.setdefault(decision.item - 1, decision)
+    claimed: set[str] = set()
+    planned = []
+    for index, item in enumerate(extracted):
+        if index in skip:
+            continue
+        decision = by_item.get(index)
+        if decision is None:
+            planned.append(Planned("ADD", index, item.text, reason="no decision returned"))
+            continue
+        if decision.op == "ADD":
+            planned.append(Planned("ADD", index, item.text))
+            continue
+        if decision.op == "NONE":
+            planned.append(Planned("NONE", index, item.text, reason="already known"))
+            continue
+        shown = {c.handle: c for c in candidates[index]}
+        target = shown.get((decision.target or "").strip().strip("[]"))
+        if target is None:
+            log.warning("refused %s to %r: not among the candidates of item %d", decision.op, decision.target,
+                        index + 1)
+            planned.append(Planned("ADD", index, item.text,
+                                   reason=f"{decision.op} target {decision.target!r} was not a candidate"))
+            continue
+        if target.item_id in claimed:
+            planned.append(Planned("ADD", index, item.text, reason="target already changed by this request"))
+            continue
+        claimed.add(target.item_id)
+        text = (decision.text or "").strip() if decision.op == "UPDATE" else item.text
+        planned.append(Planned(decision.op, index, text or item.text, target_id=target.item_id))
+    return planned

@@ -1,0 +1,1 @@
+"""Test helpers shipped with the package: a scripted OpenAI-compatible server for tests and benchmarks."""

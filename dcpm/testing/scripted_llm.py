@@ -1,0 +1,123 @@
+"""A local OpenAI-compatible chat server for tests: real HTTP, scripted answers, and faults on
+purpose (HTTP 500, slow answers past the client's timeout, broken JSON, llama.cpp's refusal of
+`json_schema`). The writer talks to it through the real `openai` client."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+Extraction = Callable[[list[str]], dict]
+Reconcile = Callable[[list[tuple[str, list[tuple[str, str]]]]], dict]
+
+
+def one_fact_per_turn(turns: list[str]) -> dict:
+    """Default extraction: each turn becomes one identity item with its own words."""
+    return {"items": [{"kind": "identity", "text": t.split(": ", 1)[-1], "topic": "other", "salience": 0.6}
+                      for t in turns], "summary": None}
+
+
+def add_everything(items: list[tuple[str, list[tuple[str, str]]]]) -> dict:
+    return {"decisions": [{"item": n, "op": "ADD"} for n in range(1, len(items) + 1)]}
+
+
+@dataclass
+class ScriptedLLM:
+    extract: Extraction = one_fact_per_turn
+    reconcile: Reconcile = add_everything
+    faults: deque = field(default_factory=deque)  # consumed one per request: "500", "slow", "garbage", ...
+    refuse_json_schema: bool = False  # behave like llama.cpp's server
+    slow_seconds: float = 3.0
+    calls: list[dict] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def answer(self, body: dict) -> tuple[int, Any]:
+        with self.lock:
+            self.calls.append(body)
+            fault = self.faults.popleft() if self.faults else None
+        response_format = body.get("response_format") or {}
+        if self.refuse_json_schema and response_format.get("type") == "json_schema":
+            return 500, {"error": {"message": "Input should be 'text' or 'json_object'", "code": 500}}
+        if fault == "500":
+            return 500, {"error": {"message": "scripted failure"}}
+        if fault == "slow":
+            time.sleep(self.slow_seconds)
+        system = body["messages"][0]["content"]
+        prompt = body["messages"][1]["content"]
+        if "keep a user's memory consistent" in system:
+            content = self.reconcile(parse_reconcile_prompt(prompt))
+        else:
+            content = self.extract(parse_extract_prompt(prompt))
+        text = "{'items': [oops" if fault == "garbage" else json.dumps(content)
+        return 200, {"id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
+                     "model": body.get("model", "scripted"),
+                     "choices": [{"index": 0, "finish_reason": "stop",
+                                  "message": {"role": "assistant", "content": text}}],
+                     "usage": {"prompt_tokens": len(system + prompt) // 4, "completion_tokens": len(text) // 4,
+                               "total_tokens": (len(system + prompt) + len(text)) // 4}}
+
+    def purposes(self) -> list[str]:
+        return ["reconcile" if "keep a user's memory consistent" in c["messages"][0]["content"] else "extract"
+                for c in self.calls]
+
+
+def parse_extract_prompt(prompt: str) -> list[str]:
+    return [line for line in prompt.split("NEW TURNS:\n", 1)[1].splitlines() if line.strip()]
+
+
+def parse_reconcile_prompt(prompt: str) -> list[tuple[str, list[tuple[str, str]]]]:
+    items = []
+    for block in prompt.split("\n\n"):
+        head = re.match(r"NEW \d+: (.*)", block)
+        if head:
+            shown = re.findall(r"^\s+\[([\d.]+)\] (.*)$", block, re.MULTILINE)
+            items.append((head.group(1), shown))
+    return items
+
+
+class LLMServer:
+    def __init__(self, script: ScriptedLLM | None = None):
+        self.script = script or ScriptedLLM()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _send(self, status: int, payload: Any) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def do_GET(self) -> None:
+                self._send(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                status, payload = server.script.answer(body)
+                self._send(status, payload)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> "LLMServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
