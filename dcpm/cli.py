@@ -121,6 +121,10 @@ def serve(host: Annotated[Optional[str], typer.Option(help="Bind address (DCPM_H
         service.maintenance.start()
         if service.llm is not None:
             service.recovery.start()
+            if settings.consolidation_schedule:
+                from workers.consolidation import schedule_nightly
+
+                schedule_nightly(service.consolidation.engine, settings.consolidation_cron)
         client_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
         write_daemon(settings.data_dir, f"http://{client_host}:{port}")
         err.print(f"dcpm serving {settings.data_dir} on http://{host}:{port} (OpenAPI: /docs)")
@@ -129,6 +133,41 @@ def serve(host: Annotated[Optional[str], typer.Option(help="Bind address (DCPM_H
         clear_daemon(settings.data_dir)
         service.close()
         lock.release()
+
+
+@app.command()
+def mcp(user: Annotated[Optional[str], typer.Option(help="The user every tool call acts for (DCPM_MCP_USER); "
+                                                         "unset: the client names it in request metadata.")] = None,
+        transport: Annotated[str, typer.Option(help="stdio (for Claude Desktop, Cursor) or http (streamable "
+                                                    "HTTP at /mcp).")] = "stdio",
+        host: Annotated[str, typer.Option(help="Bind address with --transport http.")] = "127.0.0.1",
+        port: Annotated[int, typer.Option(help="Port with --transport http.")] = 8421,
+        allow_delete: Annotated[Optional[bool], typer.Option("--allow-delete/--no-allow-delete",
+                                                             help="Offer the model delete_memory "
+                                                                  "(DCPM_MCP_ALLOW_DELETE).")] = None,
+        log_level: str = "warning") -> None:
+    """Serve the memory over the Model Context Protocol. Uses the daemon when one serves the data
+    directory, else opens the store itself. On stdio nothing but MCP goes to stdout."""
+    import logging
+    from contextlib import ExitStack
+
+    from dcpm.mcp_server import build_server, open_memory, stdout_to_stderr
+
+    if transport not in ("stdio", "http"):
+        raise Invalid(f"unknown transport {transport!r}: use stdio or http")
+    logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    settings = _settings()
+    with ExitStack() as stack:
+        with stdout_to_stderr():
+            memory_backend = stack.enter_context(open_memory(settings))
+        server = build_server(memory_backend, user_id=user or settings.mcp_user or None,
+                              allow_delete=settings.mcp_allow_delete if allow_delete is None else allow_delete)
+        if transport == "stdio":
+            server.run("stdio")
+        else:
+            err.print(f"dcpm MCP server on http://{host}:{port}/mcp")
+            server.run("streamable-http", host=host, port=port)
 
 
 @app.command()
@@ -353,6 +392,9 @@ def config_show(as_json: JsonFlag = False) -> None:
         out.print(f"{key} = {value!r}")
 
 
+from dcpm import cli_consolidation  # noqa: E402,F401  (registers consolidate, runs, consent, graph)
+
+
 def main() -> None:
     try:
         app()
@@ -362,4 +404,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # Run through the imported module: command modules register on `dcpm.cli.app`, not `__main__`.
+    from dcpm.cli import main as registered_main
+
+    registered_main()

@@ -12,6 +12,14 @@ from dcpm.ingest import Turn
 from dcpm.schemas import (
     AddMemoryRequest,
     AddMemoryResponse,
+    ConsentOut,
+    ConsentUpdate,
+    ConsolidateRequest,
+    DeleteResponse,
+    DeleteUserResponse,
+    GraphOut,
+    JobOut,
+    RunOut,
     HistoryResponse,
     ImportBatch,
     ImportBatchResult,
@@ -21,6 +29,7 @@ from dcpm.schemas import (
     RawOut,
     SearchRequest,
     SearchResponse,
+    UpdateMemoryRequest,
     UserOut,
 )
 
@@ -80,8 +89,38 @@ class Client:
     def history(self, memory_id: str) -> HistoryResponse:
         return HistoryResponse.model_validate(self._call("GET", f"/v1/items/{memory_id}/history"))
 
+    def delete_memory(self, memory_id: str, with_predecessors: bool = False) -> DeleteResponse:
+        params = {"with_predecessors": "true"} if with_predecessors else {}
+        return DeleteResponse.model_validate(self._call("DELETE", f"/v1/items/{memory_id}", params=params))
+
+    def update_memory(self, memory_id: str, text: str) -> ItemOut:
+        body = UpdateMemoryRequest(text=text).model_dump(mode="json")
+        return ItemOut.model_validate(self._call("PATCH", f"/v1/items/{memory_id}", json=body))
+
+    def delete_user(self, user_id: str) -> DeleteUserResponse:
+        return DeleteUserResponse.model_validate(self._call("DELETE", f"/v1/users/{user_id}"))
+
     def backfill(self, progress=None) -> int:  # type: ignore[no-untyped-def]
         return int(self._call("POST", "/v1/admin/backfill")["processed"])
+
+    def consolidate(self, request: ConsolidateRequest) -> JobOut:
+        return JobOut.model_validate(self._call("POST", "/v1/admin/consolidate", json=request.model_dump(mode="json")))
+
+    def consolidation_job(self, job_id: str) -> JobOut:
+        return JobOut.model_validate(self._call("GET", f"/v1/admin/consolidate/{job_id}"))
+
+    def runs(self, user_id: str | None = None, limit: int = 50) -> list[RunOut]:
+        params: dict[str, Any] = {"limit": limit, **({"user_id": user_id} if user_id else {})}
+        return TypeAdapter(list[RunOut]).validate_python(self._call("GET", "/v1/admin/runs", params=params))
+
+    def consent(self, user_id: str, update: ConsentUpdate | None = None) -> ConsentOut:
+        if update is None:
+            return ConsentOut.model_validate(self._call("GET", f"/v1/users/{user_id}/consent"))
+        return ConsentOut.model_validate(self._call("PUT", f"/v1/users/{user_id}/consent",
+                                                    json=update.model_dump(exclude_none=True)))
+
+    def graph(self, user_id: str) -> GraphOut:
+        return GraphOut.model_validate(self._call("GET", f"/v1/users/{user_id}/graph"))
 
     def reindex(self) -> int:
         return int(self._call("POST", "/v1/admin/reindex")["points"])

@@ -83,10 +83,27 @@ class Settings(BaseSettings):
     recovery_interval_seconds: float = 5.0  # how often the daemon retries pending inputs
     recovery_max_backoff_seconds: float = 600.0
 
+    # System 2 consolidation (DCPM 2.3, 3.1)
+    dbscan_eps_initial: float = 0.35  # cosine distance, first pass over all fresh items
+    dbscan_eps_refine: float = 0.25  # second pass inside over-sized clusters
+    dbscan_min_samples: int = 3
+    dbscan_max_cluster_size: int = 40  # clusters larger than this are split by the second pass
+    consolidation_nearest_nodes: int = 3  # existing schema / intention nodes shown per cluster
+    consolidation_max_facts_per_call: int = 60
+    collision_min_behavior_cos: float = 0.72  # phase 3: behaviourally close ...
+    collision_max_semantic_cos: float = 0.40  # ... semantically far
+    consolidation_cron: str = "0 3 * * *"  # the daemon's nightly run (crontab syntax, local time)
+    consolidation_schedule: bool = True
+    consolidation_lease_seconds: float = 1800.0
+
     # Server
     host: str = "127.0.0.1"
     port: int = 8420
     api_token: SecretStr = SecretStr("")
+
+    # MCP server, `dcpm mcp` (issue 7)
+    mcp_user: str = ""  # the user every tool call acts for; empty: the client's request metadata names it
+    mcp_allow_delete: bool = False  # offer the model a delete_memory tool
 
     # Limits
     max_text_chars: int = 32_000

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from dcpm.schemas import SearchHit
+from dcpm.schemas import NodeHit, SearchHit
 
 # Four characters per token is the usual estimate for English with BPE tokenizers; close enough
 # for a budget, and it keeps the read path free of a tokenizer dependency.
 CHARS_PER_TOKEN = 4
+LEADING_HITS = 3  # patterns go right after the best few hits, so a tight budget still shows them
 
 
 def estimate_tokens(text: str) -> int:
@@ -29,13 +30,15 @@ def render_line(hit: SearchHit) -> str:
     return line
 
 
-def render_context(hits: Sequence[SearchHit], budget_tokens: int) -> str:
-    """Best hits first until the budget is spent; an empty string when nothing fits."""
+def render_context(hits: Sequence[SearchHit], budget_tokens: int, nodes: Sequence[NodeHit] = ()) -> str:
+    """The best hits, the patterns they support, then the rest, until the budget is spent; an
+    empty string when nothing fits."""
     header = "Relevant memories about the user:"
     lines = [header]
     used = estimate_tokens(header)
-    for hit in hits:
-        line = render_line(hit)
+    node_lines = [f"- (pattern, {n.kind.replace('_', ' ')}) {n.text}" for n in nodes]
+    hit_lines = [render_line(hit) for hit in hits]
+    for line in hit_lines[:LEADING_HITS] + node_lines + hit_lines[LEADING_HITS:]:
         cost = estimate_tokens(line)
         if used + cost > budget_tokens:
             break

@@ -15,9 +15,10 @@ from dcpm.embedding import Embedder
 from dcpm.index import IndexPoint, VectorIndex
 from dcpm.index.base import OPEN_END
 from dcpm.store.db import Database
-from dcpm.store.models import Item, RawInput, utcnow
+from dcpm.store.models import Item, Node, RawInput, utcnow
 
 Progress = Callable[[int], None]
+MODELS = ((RawInput, "raws"), (Item, "items"), (Node, "nodes"))  # everything that has a vector
 
 
 def raw_index_text(raw: RawInput) -> str:
@@ -40,32 +41,37 @@ def item_payload(item: Item) -> dict:
             "valid_from": _epoch(item.valid_from), "valid_to": _epoch(item.valid_to)}
 
 
+def node_payload(node: Node) -> dict:
+    return {"user_id": node.user_id, "kind": node.kind, "session_id": "", "valid_from": _epoch(node.created_at),
+            "valid_to": OPEN_END}
+
+
 def validity_payload(item: Item) -> dict:
     """The part of an item's payload that changes when a successor supersedes it."""
     return {"valid_from": _epoch(item.valid_from), "valid_to": _epoch(item.valid_to)}
 
 
-def build_points(embedder: Embedder, raws: Sequence[RawInput] = (), items: Sequence[Item] = ()) -> list[IndexPoint]:
-    texts = [raw_index_text(r) for r in raws] + [i.text for i in items]
+def build_points(embedder: Embedder, raws: Sequence[RawInput] = (), items: Sequence[Item] = (),
+                 nodes: Sequence[Node] = ()) -> list[IndexPoint]:
+    texts = [raw_index_text(r) for r in raws] + [i.text for i in items] + [n.text for n in nodes]
     if not texts:
         return []
     encoded = embedder.encode_documents(texts)
-    payloads = [raw_payload(r) for r in raws] + [item_payload(i) for i in items]
-    ids = [r.id for r in raws] + [i.id for i in items]
+    payloads = [raw_payload(r) for r in raws] + [item_payload(i) for i in items] + [node_payload(n) for n in nodes]
+    ids = [r.id for r in raws] + [i.id for i in items] + [n.id for n in nodes]
     return [IndexPoint(ids[n], encoded.dense[n], encoded.sparse[n], payloads[n]) for n in range(len(ids))]
 
 
 def index_rows(db: Database, index: VectorIndex, embedder: Embedder,
-               raws: Sequence[RawInput] = (), items: Sequence[Item] = ()) -> int:
+               raws: Sequence[RawInput] = (), items: Sequence[Item] = (), nodes: Sequence[Node] = ()) -> int:
     """Embed, upsert, then mark the rows indexed. Returns the number of points written."""
-    points = build_points(embedder, raws, items)
+    points = build_points(embedder, raws, items, nodes)
     index.upsert(points)
     now = utcnow()
     with db.session() as session:
-        if raws:
-            session.execute(update(RawInput).where(RawInput.id.in_([r.id for r in raws])).values(indexed_at=now))
-        if items:
-            session.execute(update(Item).where(Item.id.in_([i.id for i in items])).values(indexed_at=now))
+        for model, rows in ((RawInput, raws), (Item, items), (Node, nodes)):
+            if rows:
+                session.execute(update(model).where(model.id.in_([r.id for r in rows])).values(indexed_at=now))
     return len(points)
 
 
@@ -88,7 +94,7 @@ def count_rows(db: Database, only_unindexed: bool) -> int:
 
     total = 0
     with db.session() as session:
-        for model in (RawInput, Item):
+        for model, _ in MODELS:
             query = select(func.count()).select_from(model)
             if only_unindexed:
                 query = query.where(model.indexed_at.is_(None))
@@ -99,7 +105,7 @@ def count_rows(db: Database, only_unindexed: bool) -> int:
 def index_all(db: Database, index: VectorIndex, embedder: Embedder, *, only_unindexed: bool,
               batch: int = 256, progress: Progress | None = None) -> int:
     written = 0
-    for model, key in ((RawInput, "raws"), (Item, "items")):
+    for model, key in MODELS:
         for rows in _batches(db, model, only_unindexed, batch):
             written += index_rows(db, index, embedder, **{key: rows})
             if progress:
@@ -113,7 +119,7 @@ def repair(db: Database, index: VectorIndex, embedder: Embedder, progress: Progr
     written = index_all(db, index, embedder, only_unindexed=True, progress=progress)
     if index.count() >= count_rows(db, only_unindexed=False):
         return written
-    for model, key in ((RawInput, "raws"), (Item, "items")):
+    for model, key in MODELS:
         for rows in _batches(db, model, False, 512):
             present = index.existing([r.id for r in rows])
             missing = [r for r in rows if r.id not in present]

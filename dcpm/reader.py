@@ -23,6 +23,7 @@ from dcpm.ingest import as_utc
 from dcpm.schemas import ITEM_KINDS, ChainLink, SearchHit, SearchRequest, SearchResponse
 from dcpm.store.db import Database
 from dcpm.store.models import Item, RawInput, User
+from dcpm.surfacing import surface_nodes
 
 
 @dataclass(frozen=True)
@@ -87,9 +88,10 @@ def search(db: Database, index: VectorIndex, encoder: QueryEncoder, settings: Se
     pool = max(settings.candidate_pool, request.limit)
     ranked = retrieve(index, query, scope, pool, settings.hybrid_alpha)[: request.limit]
     hits = hydrate(db, ranked, request.user_id, as_of)
+    nodes = surface_nodes(db, request.user_id, [h.id for h in hits if h.kind != "raw"])
     budget = settings.context_token_budget if request.context_tokens is None else request.context_tokens
-    return SearchResponse(user_id=request.user_id, query=request.query, hits=hits,
-                          context=render_context(hits, budget), encoder=query.encoder,
+    return SearchResponse(user_id=request.user_id, query=request.query, hits=hits, nodes=nodes,
+                          context=render_context(hits, budget, nodes), encoder=query.encoder,
                           took_ms=round((time.perf_counter() - started) * 1000, 2))
 
 

@@ -133,10 +133,23 @@ class SearchHit(BaseModel):
     current: ChainLink | None = Field(None, description="For a hit on an old revision: what is believed now.")
 
 
+class NodeHit(BaseModel):
+    """A schema, intention or core schema surfaced because its evidence contains a hit."""
+
+    id: str
+    kind: str
+    domain: str | None
+    text: str
+    evidence_count: int
+    matched_evidence: list[str]
+    reason: str
+
+
 class SearchResponse(BaseModel):
     user_id: str
     query: str
     hits: list[SearchHit]
+    nodes: list[NodeHit] = Field(default_factory=list, description="Graph nodes whose evidence contains a hit.")
     context: str
     encoder: str
     took_ms: float
@@ -238,3 +251,91 @@ class HistoryResponse(BaseModel):
     item_id: str
     chain_id: str
     events: list[HistoryEvent]
+
+
+class ConsolidateRequest(BaseModel):
+    user_id: UserId | None = Field(None, description="One user; omit with all=true for every user.")
+    all: bool = False
+    dry_run: bool = Field(False, description="Phase 1 only: report clusters, call no LLM, write nothing.")
+
+    @model_validator(mode="after")
+    def _one_target(self) -> "ConsolidateRequest":
+        if (self.user_id is None) == (not self.all):
+            raise ValueError("give user_id or all=true (not both)")
+        return self
+
+
+class RunOut(BaseModel):
+    id: str
+    user_id: str
+    status: str
+    phase: str
+    dry_run: bool
+    started_at: datetime
+    finished_at: datetime | None
+    counts: dict[str, Any]
+    llm_calls: dict[str, Any]
+    tokens: int
+    errors: list[str]
+
+
+class JobOut(BaseModel):
+    job_id: str
+    running: bool
+    users: list[str]
+    runs: list[RunOut]
+
+
+class ConsentOut(BaseModel):
+    user_id: str
+    schemas: bool
+    intentions: bool
+    core_schemas: bool
+
+
+class ConsentUpdate(BaseModel):
+    schemas: bool | None = None
+    intentions: bool | None = None
+    core_schemas: bool | None = None
+
+
+class GraphNodeOut(BaseModel):
+    id: str
+    kind: str
+    domain: str | None
+    text: str
+    status: str
+    evidence: list[str]
+
+
+class GraphEdgeOut(BaseModel):
+    source: str
+    target: str
+    type: str
+
+
+class GraphOut(BaseModel):
+    user_id: str
+    nodes: list[GraphNodeOut]
+    edges: list[GraphEdgeOut]
+
+
+# --- deletes and edits by id (issue 7: MCP and Mem0 compatibility) --------------------------
+class UpdateMemoryRequest(BaseModel):
+    text: str = Field(description="The item's new text; the previous text is kept as a revision.")
+
+
+class DeleteResponse(BaseModel):
+    user_id: str
+    deleted: list[str] = Field(description="Ids of the memories removed.")
+    relinked: list[str] = Field(default_factory=list, description="Chain neighbours now linked to each other.")
+    nodes_deleted: list[str] = Field(default_factory=list, description="Graph nodes left without evidence.")
+
+
+class DeleteUserResponse(BaseModel):
+    user_id: str
+    raw_inputs: int
+    items: int
+    nodes: int
+    events_redacted: int
+# --- end issue 7 ------------------------------------------------------------------------------

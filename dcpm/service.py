@@ -15,6 +15,8 @@ from sqlalchemy import func, select
 from dcpm import indexing, reader
 from dcpm.adapter.encoder import load_query_encoder
 from dcpm.config import Settings
+from dcpm.consolidation.jobs import Consolidation
+from dcpm.consolidation.runs import Engine
 from dcpm.embedding import Embedder, load_embedder
 from dcpm.errors import Invalid, NotFound, Unavailable
 from dcpm.index import open_index
@@ -26,6 +28,12 @@ from dcpm.schemas import (
     ITEM_KINDS,
     AddMemoryRequest,
     AddMemoryResponse,
+    ConsentOut,
+    ConsentUpdate,
+    ConsolidateRequest,
+    GraphOut,
+    JobOut,
+    RunOut,
     HistoryEvent,
     HistoryResponse,
     ItemOut,
@@ -41,6 +49,8 @@ from dcpm.schemas import (
 from dcpm.store.db import Database
 from dcpm.store.models import Event, Item, ItemRevision, RawInput, User
 from dcpm.writer import Writer
+from dcpm.admin import delete as admin_delete, edit as admin_edit  # issue 7
+from dcpm.schemas import DeleteResponse, DeleteUserResponse  # issue 7
 
 log = logging.getLogger("dcpm.service")
 Progress = Callable[[int], None]
@@ -62,6 +72,7 @@ class MemoryService:
         self.writer = Writer(self.db, self.index, self.embedder, settings, self.llm,
                              on_indexed=self.maintenance.note_writes)
         self.recovery = RecoveryLoop(self.writer, settings.recovery_interval_seconds)
+        self.consolidation = Consolidation(Engine(self.db, self.index, self.embedder, self.llm, settings))
         if repair:
             repaired = indexing.repair(self.db, self.index, self.embedder)
             if repaired:
@@ -233,11 +244,50 @@ class MemoryService:
         log.info("reindexed %d points in %.1fs", written, time.perf_counter() - started)
         return written
 
+    # --- consolidation (System 2) ------------------------------------------------------------
+    def consolidate(self, request: ConsolidateRequest) -> JobOut:
+        """Start a consolidation job in the background; poll `consolidation_job` for progress."""
+        if request.user_id:
+            self._require_user(request.user_id)
+        return self.consolidation.start_job([request.user_id] if request.user_id else None, request.dry_run)
+
+    def consolidation_job(self, job_id: str) -> JobOut:
+        return self.consolidation.job(job_id)
+
+    def runs(self, user_id: str | None = None, limit: int = 50) -> list[RunOut]:
+        return self.consolidation.runs(user_id, limit)
+
+    def consent(self, user_id: str, update: ConsentUpdate | None = None) -> ConsentOut:
+        self._require_user(user_id)
+        return self.consolidation.consent(user_id, update)
+
+    def graph(self, user_id: str) -> GraphOut:
+        self._require_user(user_id)
+        return self.consolidation.graph(user_id)
+
     def close(self) -> None:
         self.recovery.stop()
         self.maintenance.stop()
         self.index.close()
         self.db.close()
+
+    # --- deletes and edits by id (issue 7) -------------------------------------------------------
+    def delete_memory(self, memory_id: str, with_predecessors: bool = False) -> DeleteResponse:
+        """Hard-delete an item (its chain re-linked around it) or a raw turn; see dcpm.admin.delete."""
+        deletion = admin_delete.delete_memory(self.db, self.index, self.settings, memory_id,
+                                              with_predecessors=with_predecessors)
+        return DeleteResponse.model_validate(deletion, from_attributes=True)
+
+    def delete_user(self, user_id: str) -> DeleteUserResponse:
+        """Everything stored for a user, vectors included; events keep only tombstones."""
+        deletion = admin_delete.delete_user(self.db, self.index, self.settings, user_id)
+        return DeleteUserResponse.model_validate(deletion, from_attributes=True)
+
+    def update_memory(self, memory_id: str, text: str) -> ItemOut:
+        """New text for a current item as an UPDATE revision, re-embedded; returns the item."""
+        admin_edit.revise_text(self.db, self.index, self.embedder, self.settings, memory_id, text)
+        return self.get(memory_id)  # type: ignore[return-value]
+    # --- end issue 7 ---------------------------------------------------------------------------
 
 
 def llm_reachability(settings: Settings) -> dict:

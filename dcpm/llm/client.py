@@ -31,6 +31,21 @@ MODES = ("json_schema", "json_object", "prompt")
 _REFUSED_FORMAT = re.compile(r"json_schema|json_object|response_format|Input should be", re.IGNORECASE)
 
 
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: dict
+
+
+class _PlannedCall(BaseModel):
+    tool: str
+    arguments: dict
+
+
+class _ToolPlan(BaseModel):
+    calls: list[_PlannedCall] = []
+
+
 class LLMFailure(Unavailable):
     """The LLM gave no usable answer after every retry; the caller keeps its input pending."""
 
@@ -67,6 +82,7 @@ class LLMClient:
                                      timeout=settings.llm_timeout, max_retries=0)
         self._mode_index = MODES.index(settings.llm_response_format) if settings.llm_response_format in MODES else 0
         self._mode_lock = threading.Lock()
+        self._tools_refused = False
 
     @property
     def mode(self) -> str:
@@ -74,6 +90,14 @@ class LLMClient:
 
     def structured(self, system: str, user: str, answer: type[Answer], usage: Usage, purpose: str) -> Answer:
         """One logical call: returns a validated answer or raises LLMFailure."""
+        return self._with_retries(purpose, lambda: self._attempt(system, user, answer, usage, purpose))
+
+    def tool_calls(self, system: str, user: str, tools: list[dict], usage: Usage, purpose: str) -> list[ToolCall]:
+        """An agent turn with OpenAI tool calling; the calls come back in emission order.
+        Endpoints without tool support get the same tools described as a JSON answer."""
+        return self._with_retries(purpose, lambda: self._attempt_tools(system, user, tools, usage, purpose))
+
+    def _with_retries(self, purpose: str, attempt_once):  # type: ignore[no-untyped-def]
         retrying = Retrying(
             stop=stop_after_attempt(self.settings.llm_max_retries + 1),
             wait=wait_exponential(multiplier=self.settings.llm_retry_base_seconds, max=30),
@@ -84,7 +108,7 @@ class LLMClient:
         try:
             for attempt in retrying:
                 with attempt:
-                    return self._attempt(system, user, answer, usage, purpose)
+                    return attempt_once()
         except RetryError as exc:
             cause = exc.last_attempt.exception()
             raise LLMFailure(f"LLM {purpose} failed after {self.settings.llm_max_retries + 1} attempts: "
@@ -92,6 +116,29 @@ class LLMClient:
         except openai.APIStatusError as exc:  # 4xx other than a refused format: retrying will not help
             raise LLMFailure(f"LLM {purpose} refused: HTTP {exc.status_code}: {exc.message}") from exc
         raise LLMFailure(f"LLM {purpose} gave no answer")
+
+    def _attempt_tools(self, system: str, user: str, tools: list[dict], usage: Usage, purpose: str) -> list[ToolCall]:
+        if not self._tools_refused:
+            try:
+                message = self._create(system, user, usage, purpose, tools=tools, tool_choice="auto").message
+            except (openai.InternalServerError, openai.BadRequestError, openai.UnprocessableEntityError) as exc:
+                if "tool" not in (str(exc.message) + str(getattr(exc, "body", ""))).lower():
+                    raise
+                self._tools_refused = True
+                log.warning("LLM endpoint refused tool calling; describing the tools as a JSON answer")
+            else:
+                calls = []
+                for call in message.tool_calls or []:
+                    try:
+                        arguments = json.loads(call.function.arguments or "{}")
+                    except json.JSONDecodeError:
+                        raise _BadAnswer(f"tool call {call.function.name} has broken arguments") from None
+                    calls.append(ToolCall(call.function.name, arguments if isinstance(arguments, dict) else {}))
+                return calls
+        described = "\n".join(json.dumps(tool["function"]) for tool in tools)
+        plan = self._attempt(f"{system}\n\nTools (answer with the calls, in order):\n{described}", user, _ToolPlan,
+                             usage, purpose)
+        return [ToolCall(call.tool, call.arguments) for call in plan.calls]
 
     def _attempt(self, system: str, user: str, answer: type[Answer], usage: Usage, purpose: str) -> Answer:
         while True:
@@ -117,6 +164,16 @@ class LLMClient:
             kwargs["response_format"] = {"type": "json_object", "schema": schema}
         if mode != "json_schema":
             system = f"{system}\n\nAnswer with one JSON object only, matching this JSON schema:\n{json.dumps(schema)}"
+        try:
+            choice = self._create(system, user, usage, purpose, **kwargs)
+        except (openai.InternalServerError, openai.BadRequestError, openai.UnprocessableEntityError) as exc:
+            if mode != "prompt" and _REFUSED_FORMAT.search(str(exc.message) + str(getattr(exc, "body", ""))):
+                raise _FormatRefused() from exc
+            raise
+        return choice.message.content or ""
+
+    def _create(self, system: str, user: str, usage: Usage, purpose: str, **kwargs):  # type: ignore[no-untyped-def]
+        """The HTTP call itself, counted in `usage` and in metrics."""
         usage.calls += 1
         usage.purposes.append(purpose)
         LLM_CALLS.labels(purpose=purpose).inc()
@@ -125,10 +182,6 @@ class LLMClient:
             response = self._client.chat.completions.create(
                 model=self.model, temperature=self.settings.llm_temperature,
                 messages=[{"role": "system", "content": system}, {"role": "user", "content": user}], **kwargs)
-        except (openai.InternalServerError, openai.BadRequestError, openai.UnprocessableEntityError) as exc:
-            if mode != "prompt" and _REFUSED_FORMAT.search(str(exc.message) + str(getattr(exc, "body", ""))):
-                raise _FormatRefused() from exc
-            raise
         finally:
             usage.seconds += time.perf_counter() - started
         if response.usage is not None:
@@ -137,7 +190,7 @@ class LLMClient:
             LLM_TOKENS.labels(purpose=purpose).inc(response.usage.total_tokens or 0)
         if not response.choices:
             raise _BadAnswer("no choices in the answer")
-        return response.choices[0].message.content or ""
+        return response.choices[0]
 
 
 def parse_answer(content: str, answer: type[Answer]) -> Answer:

@@ -20,6 +20,12 @@ from dcpm.ingest import Turn
 from dcpm.schemas import (
     AddMemoryRequest,
     AddMemoryResponse,
+    ConsentOut,
+    ConsentUpdate,
+    ConsolidateRequest,
+    GraphOut,
+    JobOut,
+    RunOut,
     HistoryResponse,
     ImportBatch,
     ImportBatchResult,
@@ -30,6 +36,8 @@ from dcpm.schemas import (
     SearchResponse,
     UserOut,
 )
+from dcpm.server.admin_routes import admin_router  # issue 7
+from dcpm.server.mem0_routes import mem0_router  # issue 7
 from dcpm.service import MemoryService
 
 log = logging.getLogger("dcpm.server")
@@ -151,8 +159,40 @@ def create_app(service: MemoryService) -> FastAPI:
         """Process every pending input now (after an LLM was configured)."""
         return {"processed": service.backfill()}
 
+    @app.post("/v1/admin/consolidate", response_model=JobOut, status_code=202, dependencies=guarded,
+              tags=["consolidation"])
+    def consolidate(request: ConsolidateRequest) -> JobOut:
+        """Start System 2 for one user or all users; the daemon keeps serving meanwhile."""
+        return service.consolidate(request)
+
+    @app.get("/v1/admin/consolidate/{job_id}", response_model=JobOut, dependencies=guarded, tags=["consolidation"])
+    def consolidation_job(job_id: str) -> JobOut:
+        """Progress of a consolidation job, read from its run records."""
+        return service.consolidation_job(job_id)
+
+    @app.get("/v1/admin/runs", response_model=list[RunOut], dependencies=guarded, tags=["consolidation"])
+    def runs(user_id: str | None = None, limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> list[RunOut]:
+        return service.runs(user_id, limit)
+
+    @app.get("/v1/users/{user_id}/consent", response_model=ConsentOut, dependencies=guarded, tags=["consolidation"])
+    def get_consent(user_id: str) -> ConsentOut:
+        return service.consent(user_id)
+
+    @app.put("/v1/users/{user_id}/consent", response_model=ConsentOut, dependencies=guarded, tags=["consolidation"])
+    def put_consent(user_id: str, update: ConsentUpdate) -> ConsentOut:
+        """Switch inferred layers on or off; a layer switched off disappears from search at once."""
+        return service.consent(user_id, update)
+
+    @app.get("/v1/users/{user_id}/graph", response_model=GraphOut, dependencies=guarded, tags=["consolidation"])
+    def graph(user_id: str) -> GraphOut:
+        """The user's schemas, intentions and core schemas with evidence and edges."""
+        return service.graph(user_id)
+
     @app.get("/metrics", tags=["operations"], include_in_schema=False)
     def metrics() -> Response:
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    app.include_router(admin_router(service, guarded))  # issue 7: delete and edit by id
+    app.include_router(mem0_router(service, guarded))  # issue 7: Mem0 platform API
 
     return app

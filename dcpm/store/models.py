@@ -149,3 +149,93 @@ class Lease(Base):
     name: Mapped[str] = mapped_column(String(200), primary_key=True)
     holder: Mapped[str] = mapped_column(String(200))
     expires_at: Mapped[datetime]
+
+
+class Node(Base):
+    """A graph node induced by consolidation (DCPM 2.1): schema, intention or core schema."""
+
+    __tablename__ = "nodes"
+    __table_args__ = (Index("ix_nodes_user_kind", "user_id", "kind"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    user_id: Mapped[str] = mapped_column(String(128), ForeignKey("users.id"))
+    kind: Mapped[str] = mapped_column(String(16))  # schema | intention | core_schema
+    domain: Mapped[str | None] = mapped_column(String(64))
+    text: Mapped[str] = mapped_column(Text)
+    behavior: Mapped[str | None] = mapped_column(Text)  # behavioural description (phase 3), cached
+    behavior_of: Mapped[str | None] = mapped_column(String(64))  # hash of the text it describes
+    members_key: Mapped[str | None] = mapped_column(String(64), index=True)  # core schema: its member set
+    status: Mapped[str] = mapped_column(String(24), default="active")  # active | needs_reinduction
+    run_id: Mapped[str | None] = mapped_column(String(36))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    indexed_at: Mapped[datetime | None]
+
+
+class Evidence(Base):
+    """The paper's evidence_vdb_ref: a node is supported by these items."""
+
+    __tablename__ = "evidence"
+
+    node_id: Mapped[str] = mapped_column(String(36), ForeignKey("nodes.id"), primary_key=True)
+    item_id: Mapped[str] = mapped_column(String(36), ForeignKey("items.id"), primary_key=True, index=True)
+    run_id: Mapped[str | None] = mapped_column(String(36))
+    added_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Edge(Base):
+    """A typed edge between two nodes of one user."""
+
+    __tablename__ = "edges"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    user_id: Mapped[str] = mapped_column(String(128), index=True)
+    source_id: Mapped[str] = mapped_column(String(36), ForeignKey("nodes.id"))
+    target_id: Mapped[str] = mapped_column(String(36), ForeignKey("nodes.id"))
+    type: Mapped[str] = mapped_column(String(48))
+    run_id: Mapped[str | None] = mapped_column(String(36))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ConsolidationRun(Base):
+    """One consolidation run of one user: phase reached, counts, LLM use, errors."""
+
+    __tablename__ = "consolidation_runs"
+    __table_args__ = (Index("ix_runs_user_started", "user_id", "started_at"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    user_id: Mapped[str] = mapped_column(String(128))
+    status: Mapped[str] = mapped_column(String(16), default="running")  # running | done | failed | interrupted
+    phase: Mapped[str] = mapped_column(String(16), default="triage")
+    dry_run: Mapped[bool] = mapped_column(default=False)
+    holder: Mapped[str | None] = mapped_column(String(200))
+    started_at: Mapped[datetime] = mapped_column(default=utcnow)
+    finished_at: Mapped[datetime | None]
+    counts: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    llm_calls: Mapped[dict[str, Any]] = mapped_column(default=dict)  # per phase
+    tokens: Mapped[int] = mapped_column(Integer, default=0)
+    errors: Mapped[dict[str, Any]] = mapped_column(default=dict)  # {"messages": [...]}
+
+
+class ClusterDone(Base):
+    """A cluster the induction agent has handled, keyed by its member set: a resumed or repeated
+    run skips it instead of inducing twice."""
+
+    __tablename__ = "clusters_done"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[str] = mapped_column(String(128))
+    run_id: Mapped[str] = mapped_column(String(36))
+    done_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Consent(Base):
+    """Per-user opt-in of the inferred layers; core schemas are off until the user enables them."""
+
+    __tablename__ = "consent"
+
+    user_id: Mapped[str] = mapped_column(String(128), ForeignKey("users.id"), primary_key=True)
+    schemas: Mapped[bool] = mapped_column(default=True)
+    intentions: Mapped[bool] = mapped_column(default=True)
+    core_schemas: Mapped[bool] = mapped_column(default=False)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -15,6 +15,15 @@ from typing import Any, Callable
 
 Extraction = Callable[[list[str]], dict]
 Reconcile = Callable[[list[tuple[str, list[tuple[str, str]]]]], dict]
+Induction = Callable[[str], list[tuple[str, dict]]]  # the cluster prompt -> tool calls in order
+
+# How the server tells dcpm's prompts apart: a phrase from each system prompt.
+PURPOSES = {"keep a user's memory consistent": "reconcile", "consolidate an assistant's memory": "induce",
+            "Describe the behaviour pattern": "behaviour", "cross-domain core schema": "core_schema"}
+
+
+def purpose_of(system: str) -> str:
+    return next((purpose for phrase, purpose in PURPOSES.items() if phrase in system), "extract")
 
 
 def one_fact_per_turn(turns: list[str]) -> dict:
@@ -31,6 +40,9 @@ def add_everything(items: list[tuple[str, list[tuple[str, str]]]]) -> dict:
 class ScriptedLLM:
     extract: Extraction = one_fact_per_turn
     reconcile: Reconcile = add_everything
+    induce: Induction = lambda prompt: []  # noqa: E731
+    behaviour: Callable[[str], str] = lambda prompt: "does things the same careful way every time"  # noqa: E731
+    core_schema: Callable[[str], str] = lambda prompt: "plans ahead and sticks to the plan"  # noqa: E731
     faults: deque = field(default_factory=deque)  # consumed one per request: "500", "slow", "garbage", ...
     refuse_json_schema: bool = False  # behave like llama.cpp's server
     slow_seconds: float = 3.0
@@ -50,21 +62,36 @@ class ScriptedLLM:
             time.sleep(self.slow_seconds)
         system = body["messages"][0]["content"]
         prompt = body["messages"][1]["content"]
-        if "keep a user's memory consistent" in system:
+        purpose = purpose_of(system)
+        tool_calls = None
+        if purpose == "reconcile":
             content = self.reconcile(parse_reconcile_prompt(prompt))
+        elif purpose == "induce":
+            calls = self.induce(prompt)
+            tool_calls = [{"id": f"call_{n}", "type": "function",
+                           "function": {"name": name, "arguments": json.dumps(args)}}
+                          for n, (name, args) in enumerate(calls)]
+            content = None
+        elif purpose == "behaviour":
+            content = {"description": self.behaviour(prompt)}
+        elif purpose == "core_schema":
+            content = {"text": self.core_schema(prompt)}
         else:
             content = self.extract(parse_extract_prompt(prompt))
-        text = "{'items': [oops" if fault == "garbage" else json.dumps(content)
+        text = "{'items': [oops" if fault == "garbage" else (json.dumps(content) if content is not None else None)
+        message = {"role": "assistant", "content": text}
+        if tool_calls is not None:
+            message["tool_calls"] = tool_calls
+        text = text or ""
         return 200, {"id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
                      "model": body.get("model", "scripted"),
-                     "choices": [{"index": 0, "finish_reason": "stop",
-                                  "message": {"role": "assistant", "content": text}}],
+                     "choices": [{"index": 0, "finish_reason": "tool_calls" if tool_calls else "stop",
+                                  "message": message}],
                      "usage": {"prompt_tokens": len(system + prompt) // 4, "completion_tokens": len(text) // 4,
                                "total_tokens": (len(system + prompt) + len(text)) // 4}}
 
     def purposes(self) -> list[str]:
-        return ["reconcile" if "keep a user's memory consistent" in c["messages"][0]["content"] else "extract"
-                for c in self.calls]
+        return [purpose_of(c["messages"][0]["content"]) for c in self.calls]
 
 
 def parse_extract_prompt(prompt: str) -> list[str]:

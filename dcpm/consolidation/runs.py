@@ -1,0 +1,128 @@
+"""One consolidation run of one user: the three phases under a per-user lease, recorded so a
+run can be inspected, resumed after a crash, and repeated without duplicating anything."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from sqlalchemy import select
+
+from dcpm.config import Settings
+from dcpm.consolidation.consent import consent_of
+from dcpm.consolidation.induction import induce_cluster
+from dcpm.consolidation.sweep import sweep
+from dcpm.consolidation.triage import triage
+from dcpm.embedding import Embedder
+from dcpm.errors import Unavailable
+from dcpm.index import VectorIndex
+from dcpm.llm import LLMClient, LLMFailure, Usage
+from dcpm.store import leases
+from dcpm.store.db import Database
+from dcpm.store.models import ConsolidationRun, utcnow
+
+log = logging.getLogger("dcpm.consolidation")
+Progress = Callable[[str, int, int], None]  # (phase, done, total)
+
+
+@dataclass
+class Engine:
+    """What a run needs; the daemon, the CLI and remote workers build it the same way."""
+
+    db: Database
+    index: VectorIndex
+    embedder: Embedder
+    llm: LLMClient | None
+    settings: Settings
+
+
+@dataclass
+class RunReport:
+    run_id: str
+    user_id: str
+    status: str
+    counts: dict = field(default_factory=dict)
+    llm_calls: dict = field(default_factory=dict)
+    tokens: int = 0
+    errors: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _update(db: Database, run_id: str, **values) -> None:  # type: ignore[no-untyped-def]
+    with db.session() as session:
+        run = session.get(ConsolidationRun, run_id)
+        for key, value in values.items():
+            setattr(run, key, value)
+
+
+def consolidate_user(engine: Engine, user_id: str, *, dry_run: bool = False, job_id: str | None = None,
+                     progress: Progress | None = None) -> RunReport:
+    """DCPM Algorithm 2 for one user. Raises Conflict when another run holds the user."""
+    settings = engine.settings
+    if engine.llm is None and not dry_run:
+        raise Unavailable("consolidation needs an LLM: set DCPM_LLM_BASE_URL and DCPM_LLM_MODEL (or use --dry-run)")
+    progress = progress or (lambda phase, done, total: None)
+    with leases.held(engine.db, f"consolidate:{user_id}", settings.consolidation_lease_seconds, 0) as holder:
+        started = time.perf_counter()
+        with engine.db.session() as session:
+            for stale in session.scalars(select(ConsolidationRun).where(ConsolidationRun.user_id == user_id,
+                                                                        ConsolidationRun.status == "running")):
+                stale.status, stale.finished_at = "interrupted", utcnow()  # we hold the lease: its owner died
+            run = ConsolidationRun(user_id=user_id, dry_run=dry_run, holder=holder,
+                                   counts={"job_id": job_id} if job_id else {})
+            session.add(run)
+        report = RunReport(run.id, user_id, "running", counts=dict(run.counts))
+        phase_usage = {"induce": Usage(), "sweep": Usage()}
+        try:
+            _phases(engine, user_id, run.id, dry_run, report, phase_usage, progress)
+            report.status = "done"
+        except LLMFailure as exc:
+            report.status = "failed"
+            report.errors.append(exc.message)
+            log.warning("consolidation of %s stopped: %s (a later run resumes)", user_id, exc.message)
+        finally:
+            report.llm_calls = {"triage": 0, **{phase: u.calls for phase, u in phase_usage.items()}}
+            report.tokens = sum(u.tokens for u in phase_usage.values())
+            report.seconds = round(time.perf_counter() - started, 3)
+            _update(engine.db, run.id, status=report.status if report.status != "running" else "failed",
+                    finished_at=utcnow(), counts=report.counts, llm_calls=report.llm_calls, tokens=report.tokens,
+                    errors={"messages": report.errors})
+        return report
+
+
+def _phases(engine: Engine, user_id: str, run_id: str, dry_run: bool, report: RunReport,
+            usage: dict[str, Usage], progress: Progress) -> None:
+    db, settings = engine.db, engine.settings
+    started = time.perf_counter()
+    found = triage(db, engine.index, settings, user_id)
+    report.counts.update(fresh_items=found.fresh_items, clusters=len(found.clusters), noise=found.noise,
+                         clusters_already_done=found.already_done, clusters_done=0,
+                         triage_seconds=round(time.perf_counter() - started, 3))
+    _update(db, run_id, phase="induction", counts=dict(report.counts))
+    if dry_run:
+        report.counts["cluster_sizes"] = [len(c.item_ids) for c in found.clusters]
+        return
+    assert engine.llm is not None
+    created = evidence = edges = 0
+    for number, cluster in enumerate(found.clusters, 1):
+        progress("induction", number - 1, len(found.clusters))
+        induced = induce_cluster(db, engine.index, engine.embedder, engine.llm, user_id, cluster, run_id,
+                                 usage["induce"], settings.consolidation_max_facts_per_call)
+        created, evidence, edges = created + len(induced.created), evidence + induced.evidence_added, edges + induced.edges
+        report.errors.extend(f"refused {reason}" for reason in induced.refused)
+        report.counts.update(clusters_done=number, nodes_created=created, evidence_added=evidence, edges_added=edges)
+        _update(db, run_id, counts=dict(report.counts))
+    progress("induction", len(found.clusters), len(found.clusters))
+    with db.session() as session:
+        core_allowed = consent_of(session, user_id).core_schemas
+    _update(db, run_id, phase="sweep")
+    if not core_allowed:
+        report.counts["sweep"] = "skipped: core schemas not enabled for this user"
+        return
+    progress("sweep", 0, 1)
+    swept = sweep(db, engine.index, engine.embedder, engine.llm, settings, user_id, run_id, usage["sweep"])
+    report.counts.update(schemas=swept.schemas, descriptions_written=swept.descriptions_written,
+                         collision_groups=swept.collision_groups, core_schemas_created=len(swept.core_schemas_created))
+    progress("sweep", 1, 1)

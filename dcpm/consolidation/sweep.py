@@ -1,0 +1,103 @@
+"""Phase 3 (DCPM 2.3): the cross-domain sweep. Schemas from different domains that behave
+alike (cos of behavioural descriptions >= 0.72) but mean different things (cos of their texts
+<= 0.40) collide; each connected group of collisions becomes one core schema."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import networkx as nx
+import numpy as np
+from sqlalchemy import select
+
+from dcpm import indexing
+from dcpm.config import Settings
+from dcpm.consolidation.graph import add_edge, add_evidence, create_node, evidence_of, members_key, text_hash
+from dcpm.embedding import Embedder
+from dcpm.index import VectorIndex
+from dcpm.llm import LLMClient, Usage
+from dcpm.llm.prompts import behaviour, core_schema
+from dcpm.store.db import Database
+from dcpm.store.models import Node
+
+
+@dataclass
+class SweepResult:
+    schemas: int = 0
+    descriptions_written: int = 0
+    collision_groups: int = 0
+    core_schemas_created: list[str] = field(default_factory=list)
+
+
+def collisions(domains: Sequence[str | None], behaviour_vectors: np.ndarray, text_vectors: np.ndarray,
+               min_behaviour_cos: float, max_text_cos: float) -> list[list[int]]:
+    """Connected groups (indices) of colliding schemas; pure, no I/O."""
+    graph = nx.Graph()
+    behaviour_cos = behaviour_vectors @ behaviour_vectors.T
+    text_cos = text_vectors @ text_vectors.T
+    for a in range(len(domains)):
+        for b in range(a + 1, len(domains)):
+            if (domains[a] or "other") != (domains[b] or "other") and behaviour_cos[a, b] >= min_behaviour_cos \
+                    and text_cos[a, b] <= max_text_cos:
+                graph.add_edge(a, b)
+    return sorted((sorted(group) for group in nx.connected_components(graph)), key=lambda g: g[0])
+
+
+def describe_schemas(db: Database, llm: LLMClient, user_id: str, usage: Usage) -> list[Node]:
+    """Behavioural descriptions, cached on the node until its text changes."""
+    written = []
+    with db.session() as session:
+        stale = [(n.id, n.text, n.domain) for n in session.scalars(select(Node).where(
+            Node.user_id == user_id, Node.kind == "schema", Node.status == "active"))
+                 if n.behavior_of != text_hash(n.text)]
+    for node_id, text, domain in stale:
+        answer = llm.structured(behaviour.SYSTEM, behaviour.render(text, domain), behaviour.BehaviourAnswer,
+                                usage, "behaviour")
+        with db.session() as session:
+            node = session.get(Node, node_id)
+            node.behavior, node.behavior_of = answer.description.strip(), text_hash(text)
+        written.append(node_id)
+    return written
+
+
+def sweep(db: Database, index: VectorIndex, embedder: Embedder, llm: LLMClient, settings: Settings, user_id: str,
+          run_id: str, usage: Usage) -> SweepResult:
+    result = SweepResult(descriptions_written=len(describe_schemas(db, llm, user_id, usage)))
+    with db.session() as session:
+        schemas = list(session.scalars(select(Node).where(Node.user_id == user_id, Node.kind == "schema",
+                                                          Node.status == "active").order_by(Node.created_at)))
+    result.schemas = len(schemas)
+    if len(schemas) < 2:
+        return result
+    behaviour_vectors = embedder.encode_documents([s.behavior or s.text for s in schemas]).dense
+    text_vectors = embedder.encode_documents([s.text for s in schemas]).dense
+    groups = collisions([s.domain for s in schemas], behaviour_vectors, text_vectors,
+                        settings.collision_min_behavior_cos, settings.collision_max_semantic_cos)
+    result.collision_groups = len(groups)
+    for group in groups:
+        members = [schemas[n] for n in group]
+        node = induce_core_schema(db, llm, user_id, members, run_id, usage)
+        if node is not None:
+            indexing.index_rows(db, index, embedder, nodes=[node])
+            result.core_schemas_created.append(node.id)
+    return result
+
+
+def induce_core_schema(db: Database, llm: LLMClient, user_id: str, members: list[Node], run_id: str,
+                       usage: Usage) -> Node | None:
+    """One LLM call per collision group; a group that already has its core schema is skipped,
+    so a repeated or resumed sweep never duplicates one."""
+    key = members_key(m.id for m in members)
+    with db.session() as session:
+        if session.scalar(select(Node.id).where(Node.user_id == user_id, Node.members_key == key)) is not None:
+            return None
+    answer = llm.structured(core_schema.SYSTEM, core_schema.render([(m.text, m.domain, m.behavior) for m in members]),
+                            core_schema.CoreSchemaAnswer, usage, "core_schema")
+    with db.session() as session:
+        node = create_node(session, user_id, "core_schema", answer.text.strip(), "cross-domain", run_id, members=key)
+        evidence = evidence_of(session, [m.id for m in members])
+        add_evidence(session, node, {item for items in evidence.values() for item in items}, run_id)
+        for member in members:
+            add_edge(session, user_id, node, session.get(Node, member.id), "abstracts", run_id)
+    return node
