@@ -17,6 +17,8 @@ class RecoveryLoop:
     def __init__(self, writer: Writer, interval_seconds: float, workers: int = 4):
         self.writer = writer
         self.interval = interval_seconds
+        # Input younger than this belongs to the add_memory call that is processing it right now.
+        self.grace_seconds = max(2 * interval_seconds, 10.0)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dcpm-writer")
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -24,7 +26,7 @@ class RecoveryLoop:
 
     def run_once(self) -> int:
         """One sweep: drain every user with pending input, users in parallel."""
-        users = self.writer.users_with_pending()
+        users = self.writer.users_with_pending(older_than_seconds=self.grace_seconds)
         futures = [self._pool.submit(self.writer.drain, user, None, False, 0.0) for user in users]
         done = sum(sum(1 for r in f.result().values() if r.status == "done") for f in futures)
         if done:

@@ -105,7 +105,9 @@ class MemoryService:
             response.message = "stored verbatim; extraction runs in the background"
         else:
             result = self.writer.drain(request.user_id, until=request_id).get(request_id)
-            if result is None:
+            if result is None:  # processed by another worker meanwhile, or still queued behind an earlier input
+                result = self.writer.outcome(request_id)
+            if result.status == "pending" and not result.error:
                 response.message = "stored verbatim; waiting behind an earlier input of this user"
             else:
                 response.status = "done" if result.status == "done" else "pending"

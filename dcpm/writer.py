@@ -259,9 +259,31 @@ class Writer:
                                   detail={"error": error[:500], "attempt": rows[0].attempts}))
         log.warning("request %s stays pending: %s", request_id, error)
 
-    def users_with_pending(self) -> list[str]:
+    def users_with_pending(self, older_than_seconds: float = 0.0) -> list[str]:
+        """Users with pending input; the recovery loop leaves fresh input to its own caller."""
+        cutoff = utcnow() - timedelta(seconds=older_than_seconds)
         with self.db.session() as session:
-            return list(session.scalars(select(RawInput.user_id).where(RawInput.status == "pending").distinct()))
+            return list(session.scalars(select(RawInput.user_id).where(
+                RawInput.status == "pending", RawInput.created_at <= cutoff).distinct()))
+
+    def outcome(self, request_id: str) -> WriteResult:
+        """What happened to a request another worker processed: its status and operations, read
+        back from the rows and the event log."""
+        with self.db.session() as session:
+            statuses = set(session.scalars(select(RawInput.status).where(RawInput.request_id == request_id)))
+            events = list(session.scalars(select(Event).where(Event.request_id == request_id,
+                                                              Event.action.in_(("created", "updated")))
+                                          .order_by(Event.id)))
+            items = {i.id: i for i in session.scalars(select(Item).where(Item.id.in_([e.subject_id for e in events])))}
+        operations = []
+        for event in events:
+            item = items.get(event.subject_id)
+            if item is None:
+                continue
+            op = "UPDATE" if event.action == "updated" else ("SUPERSEDE" if event.detail.get("supersedes") else "ADD")
+            operations.append(Operation(op=op, id=item.id, text=item.text, kind=item.kind,
+                                        target=event.detail.get("supersedes"), chain_id=item.chain_id))
+        return WriteResult(request_id, "pending" if "pending" in statuses else "done", operations)
 
 
 def _parse_time(value: str | None, reference: datetime) -> datetime | None:
