@@ -7,7 +7,6 @@ find them; every one of them can be overridden.
 from __future__ import annotations
 
 import os
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +129,7 @@ class Settings(BaseSettings):
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(toml_path)))
         return tuple(sources)
 
-    @cached_property
+    @property
     def sqlalchemy_url(self) -> str:
         return self.database_url or f"sqlite:///{self.data_dir / 'dcpm.db'}"
 
