@@ -88,7 +88,7 @@ def search(db: Database, index: VectorIndex, encoder: QueryEncoder, settings: Se
     pool = max(settings.candidate_pool, request.limit)
     ranked = retrieve(index, query, scope, pool, settings.hybrid_alpha)[: request.limit]
     hits = hydrate(db, ranked, request.user_id, as_of)
-    nodes = surface_nodes(db, request.user_id, [h.id for h in hits if h.kind != "raw"])
+    nodes = surface_nodes(db, request.user_id, [h.id for h in hits])  # ranks count every hit
     budget = settings.context_token_budget if request.context_tokens is None else request.context_tokens
     return SearchResponse(user_id=request.user_id, query=request.query, hits=hits, nodes=nodes,
                           context=render_context(hits, budget, nodes), encoder=query.encoder,
