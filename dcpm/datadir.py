@@ -9,10 +9,11 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
-from dcpm.errors import Conflict
+from dcpm.errors import Conflict, StorageFull
 
 LOCK_FILE = "dcpm.lock"
 DAEMON_FILE = "daemon.json"
@@ -79,3 +80,15 @@ def running_daemon_url(data_dir: Path) -> str | None:
     if info and is_locked(data_dir):
         return str(info["url"])
     return None
+
+
+def ensure_free_space(data_dir: Path, min_free_mb: int) -> None:
+    """Refuse a write before the disk is actually full. The vector shard writes through sparse
+    memory-mapped files, and a mapped write into a full disk kills the process (SIGBUS) instead
+    of failing; keeping a reserve turns that into a clean, retryable error."""
+    if min_free_mb <= 0:
+        return
+    free_mb = shutil.disk_usage(data_dir).free / (1 << 20)
+    if free_mb < min_free_mb:
+        raise StorageFull(f"only {free_mb:.0f} MB free under {data_dir} (dcpm keeps {min_free_mb} MB in reserve); "
+                          "nothing was written")

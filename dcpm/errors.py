@@ -49,3 +49,15 @@ class Unavailable(DcpmError):
     http_status = 503
     exit_code = 6
     code = "unavailable"
+
+
+class StorageFull(Unavailable):
+    """The disk under the data directory is full; nothing of the failed write was kept."""
+
+    http_status = 507
+    code = "storage_full"
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return getattr(exc, "errno", None) == 28 or "disk is full" in text or "no space left" in text

@@ -21,7 +21,8 @@ from sqlalchemy import select
 from dcpm import indexing
 from dcpm.config import Settings
 from dcpm.embedding import Embedder
-from dcpm.errors import Conflict
+from dcpm.datadir import ensure_free_space
+from dcpm.errors import Conflict, StorageFull
 from dcpm.index import IndexPoint, Scope, VectorIndex
 from dcpm.index.base import DENSE
 from dcpm.llm import LLMClient, LLMFailure, Usage
@@ -106,10 +107,11 @@ class Writer:
             return result
         try:
             prepared = self._prepare(request_id, result.usage)
+            ensure_free_space(self.settings.data_dir, self.settings.min_free_disk_mb)
             if prepared is not None:
                 result.operations = self._apply(request_id, prepared, result.usage)
             result.status = "done"
-        except LLMFailure as exc:
+        except (LLMFailure, StorageFull) as exc:
             result.error = exc.message
             self._record_failure(request_id, exc.message)
         result.seconds = time.perf_counter() - started

@@ -7,6 +7,7 @@ it after enough writes or when idle (see `dcpm.maintenance`).
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import threading
 from pathlib import Path
@@ -17,9 +18,10 @@ import qdrant_edge as qe
 
 from dcpm.config import Settings
 from dcpm.embedding.base import SparseVector
-from dcpm.errors import Conflict
+from dcpm.errors import Conflict, StorageFull, is_disk_full
 from dcpm.index.base import DENSE, OPEN_END, SPARSE, Hit, IndexPoint, Scope
 
+log = logging.getLogger("dcpm.index")
 SHARD_DIR = "vectors"
 META_FILE = "vectors.json"
 
@@ -78,7 +80,13 @@ class EdgeIndex:
             for p in points
         ]
         with self._write_lock:
-            self._shard.update(qe.UpdateOperation.upsert_points(edge_points))
+            try:
+                self._shard.update(qe.UpdateOperation.upsert_points(edge_points))
+            except Exception as exc:  # the binding raises plain exceptions; only disk-full is ours to name
+                if is_disk_full(exc):
+                    raise StorageFull("the disk under the data directory is full; vectors were not written "
+                                      "(the rows are kept and indexed at the next start)") from exc
+                raise
 
     def delete(self, ids: Sequence[str]) -> None:
         if ids:
@@ -133,7 +141,12 @@ class EdgeIndex:
 
     def close(self) -> None:
         with self._write_lock:
-            self._shard.flush()
+            try:
+                self._shard.flush()
+            except Exception as exc:  # the write-ahead log still holds every acknowledged update
+                if not is_disk_full(exc):
+                    raise
+                log.warning("vector index not flushed on close (disk full); its WAL replays at next start")
             self._shard.close()
 
 

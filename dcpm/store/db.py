@@ -11,9 +11,11 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 import migrations
+from dcpm.errors import StorageFull, is_disk_full
 
 MIGRATIONS_DIR = Path(migrations.__file__).resolve().parent
 
@@ -70,9 +72,14 @@ class Database:
     @contextmanager
     def session(self) -> Iterator[Session]:
         """A transaction: committed when the block ends, rolled back on error."""
-        with self._sessions() as session:
-            with session.begin():
-                yield session
+        try:
+            with self._sessions() as session:
+                with session.begin():
+                    yield session
+        except (OperationalError, OSError) as exc:
+            if is_disk_full(exc):
+                raise StorageFull("the disk under the data directory is full; the write was rolled back") from exc
+            raise
 
     def ping(self) -> None:
         with self.engine.connect() as connection:
