@@ -338,6 +338,24 @@ def backfill() -> None:
     out.print(f"processed {done} pending request(s)")
 
 
+@app.command("export")
+def export_user(user: str, output: Annotated[Optional[Path], typer.Option("--output", "-o")] = None) -> None:
+    """Write everything of USER (raw, items, chains, revisions, graph, events, consent) as JSONL."""
+    path = output or Path(f"{user}.dcpm.jsonl")
+    with memory() as mem:
+        manifest = mem.export_user(user, path)
+    counts = ", ".join(f"{n} {k}" for k, n in manifest["counts"].items() if n)
+    out.print(f"exported {user} to {path}: {counts}")
+
+
+@app.command()
+def restore(path: Path) -> None:
+    """Load an export made by `dcpm export` (into a store that does not have that user yet)."""
+    with memory() as mem:
+        manifest = mem.restore(path)
+    out.print(f"restored {manifest['user_id']} ({sum(manifest['counts'].values())} records)")
+
+
 @app.command()
 def reindex() -> None:
     """Rebuild the vector index from the relational store."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -121,6 +123,20 @@ class Client:
 
     def graph(self, user_id: str) -> GraphOut:
         return GraphOut.model_validate(self._call("GET", f"/v1/users/{user_id}/graph"))
+
+    def export_user(self, user_id: str, path: Path) -> dict:
+        try:
+            response = self._http.get(f"/v1/admin/users/{user_id}/export")
+        except httpx.HTTPError as exc:
+            raise Unavailable(f"cannot reach the dcpm daemon at {self._http.base_url}: {exc}") from exc
+        if response.status_code >= 400:
+            raise _ERRORS.get(response.status_code, DcpmError)(response.json().get("message", response.text))
+        path.write_bytes(response.content)
+        return json.loads(response.content.split(b"\n", 1)[0])["manifest"]
+
+    def restore(self, path: Path) -> dict:
+        return self._call("POST", "/v1/admin/restore", content=path.read_bytes(),
+                          headers={"content-type": "application/x-ndjson"})
 
     def reindex(self) -> int:
         return int(self._call("POST", "/v1/admin/reindex")["points"])

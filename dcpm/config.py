@@ -100,7 +100,7 @@ class Settings(BaseSettings):
     port: int = 8420
     api_token: SecretStr = SecretStr("")
 
-    # MCP server, `dcpm mcp` (issue 7)
+    # MCP server, `dcpm mcp`
     mcp_user: str = ""  # the user every tool call acts for; empty: the client's request metadata names it
     mcp_allow_delete: bool = False  # offer the model a delete_memory tool
 
@@ -111,6 +111,7 @@ class Settings(BaseSettings):
     max_search_limit: int = 200
     max_metadata_bytes: int = 16_384
     max_body_bytes: int = 16_000_000
+    min_free_disk_mb: int = 256  # writes are refused below this much free space in data_dir
     import_batch_size: int = 256
     context_token_budget: int = 1_000
 

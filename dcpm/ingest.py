@@ -51,6 +51,11 @@ def check_turns(turns: Sequence[Turn], settings: Settings) -> None:
             raise Invalid(f"message {number} is {len(turn.text)} characters; the limit is {settings.max_text_chars}")
         if "\x00" in turn.text:
             raise Invalid(f"message {number} contains a NUL character")
+        if turn.id is not None:
+            try:
+                uuid.UUID(turn.id)
+            except ValueError:
+                raise Invalid(f"message {number} has id {turn.id!r}, which is not a UUID") from None
         if len(json.dumps(turn.metadata, default=str)) > settings.max_metadata_bytes:
             raise Invalid(f"metadata of message {number} is larger than {settings.max_metadata_bytes} bytes")
 

@@ -219,7 +219,7 @@ class UserOut(BaseModel):
 
 
 class ImportTurn(BaseModel):
-    id: str = Field(max_length=64)
+    id: str = Field(max_length=64, description="A UUID; `dcpm import` derives it from the line's content.")
     text: str
     role: str = Field("user", max_length=32)
     speaker: str | None = Field(None, max_length=128)

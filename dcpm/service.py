@@ -8,20 +8,25 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from pathlib import Path
 from typing import Callable
 
 from sqlalchemy import func, select
 
 from dcpm import indexing, reader
+from dcpm.admin import delete as admin_delete
+from dcpm.admin import edit as admin_edit
+from dcpm.admin import export
 from dcpm.adapter.encoder import load_query_encoder
 from dcpm.config import Settings
 from dcpm.consolidation.jobs import Consolidation
 from dcpm.consolidation.runs import Engine
+from dcpm.datadir import ensure_free_space
 from dcpm.embedding import Embedder, load_embedder
 from dcpm.errors import Invalid, NotFound, Unavailable
 from dcpm.index import open_index
-from dcpm.llm import LLMClient
 from dcpm.ingest import Turn, check_turns, persist_turns
+from dcpm.llm import LLMClient
 from dcpm.maintenance import IndexMaintenance
 from dcpm.recovery import RecoveryLoop
 from dcpm.schemas import (
@@ -31,6 +36,8 @@ from dcpm.schemas import (
     ConsentOut,
     ConsentUpdate,
     ConsolidateRequest,
+    DeleteResponse,
+    DeleteUserResponse,
     GraphOut,
     JobOut,
     RunOut,
@@ -49,8 +56,6 @@ from dcpm.schemas import (
 from dcpm.store.db import Database
 from dcpm.store.models import Event, Item, ItemRevision, RawInput, User
 from dcpm.writer import Writer
-from dcpm.admin import delete as admin_delete, edit as admin_edit  # issue 7
-from dcpm.schemas import DeleteResponse, DeleteUserResponse  # issue 7
 
 log = logging.getLogger("dcpm.service")
 Progress = Callable[[int], None]
@@ -86,6 +91,7 @@ class MemoryService:
                       timestamp=m.timestamp or request.timestamp, metadata=request.metadata)
                  for m in request.turns()]
         check_turns(turns, self.settings)
+        ensure_free_space(self.settings.data_dir, self.settings.min_free_disk_mb)
         request_id = str(uuid.uuid4())
         status = "pending" if request.infer else "raw"
         with self.db.session() as session:
@@ -151,6 +157,7 @@ class MemoryService:
     def import_turns(self, user_id: str, turns: list[Turn]) -> int:
         """Bulk raw ingest of one batch; turns carry deterministic ids, known ones are skipped."""
         check_turns(turns, self.settings)
+        ensure_free_space(self.settings.data_dir, self.settings.min_free_disk_mb)
         with self.db.session() as session:
             rows = persist_turns(session, user_id, turns, request_id=str(uuid.uuid4()), status="raw",
                                  skip_existing=True)
@@ -267,13 +274,26 @@ class MemoryService:
         self._require_user(user_id)
         return self.consolidation.graph(user_id)
 
+    # --- export / restore --------------------------------------------------------------------
+    def export_user(self, user_id: str, path: Path) -> dict:
+        """Everything of one user as JSONL behind a manifest (dcpm.admin.export)."""
+        self._require_user(user_id)
+        return export.export_user(self.db, user_id, path)
+
+    def restore(self, path: Path) -> dict:
+        """Load an export, then rebuild its vectors; the user answers searches as before."""
+        ensure_free_space(self.settings.data_dir, self.settings.min_free_disk_mb)
+        manifest = export.restore_user(self.db, path)
+        self.maintenance.note_writes(indexing.repair(self.db, self.index, self.embedder))
+        return manifest
+
     def close(self) -> None:
         self.recovery.stop()
         self.maintenance.stop()
         self.index.close()
         self.db.close()
 
-    # --- deletes and edits by id (issue 7) -------------------------------------------------------
+    # --- deletes and edits by id ------------------------------------------------------------
     def delete_memory(self, memory_id: str, with_predecessors: bool = False) -> DeleteResponse:
         """Hard-delete an item (its chain re-linked around it) or a raw turn; see dcpm.admin.delete."""
         deletion = admin_delete.delete_memory(self.db, self.index, self.settings, memory_id,
@@ -289,7 +309,6 @@ class MemoryService:
         """New text for a current item as an UPDATE revision, re-embedded; returns the item."""
         admin_edit.revise_text(self.db, self.index, self.embedder, self.settings, memory_id, text)
         return self.get(memory_id)  # type: ignore[return-value]
-    # --- end issue 7 ---------------------------------------------------------------------------
 
 
 def llm_reachability(settings: Settings) -> dict:

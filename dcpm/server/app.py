@@ -5,17 +5,20 @@ from __future__ import annotations
 import inspect
 import logging
 import secrets
+import tempfile
+from pathlib import Path
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.base import BaseHTTPMiddleware
 
 from dcpm import __version__
-from dcpm.errors import DcpmError, Unauthorized
+from dcpm.errors import DcpmError, Invalid, Unauthorized
 from dcpm.ingest import Turn
 from dcpm.schemas import (
     AddMemoryRequest,
@@ -36,11 +39,12 @@ from dcpm.schemas import (
     SearchResponse,
     UserOut,
 )
-from dcpm.server.admin_routes import admin_router  # issue 7
-from dcpm.server.mem0_routes import mem0_router  # issue 7
+from dcpm.server.admin_routes import admin_router
+from dcpm.server.mem0_routes import mem0_router
 from dcpm.service import MemoryService
 
 log = logging.getLogger("dcpm.server")
+ADMIN_PAGE = Path(__file__).parent / "static" / "admin.html"
 
 
 def error_body(code: str, message: str) -> dict:
@@ -188,11 +192,42 @@ def create_app(service: MemoryService) -> FastAPI:
         """The user's schemas, intentions and core schemas with evidence and edges."""
         return service.graph(user_id)
 
+    @app.get("/v1/admin/users/{user_id}/export", dependencies=guarded, tags=["admin"],
+             response_class=Response, responses={200: {"content": {"application/x-ndjson": {}}}})
+    def export_user(user_id: str) -> Response:
+        """Everything of a user as JSONL (first line: the manifest), for `dcpm restore` elsewhere."""
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "export.jsonl"
+            service.export_user(user_id, path)
+            return Response(path.read_bytes(), media_type="application/x-ndjson")
+
+    @app.post("/v1/admin/restore", dependencies=guarded, tags=["admin"],
+              openapi_extra={"requestBody": {"content": {"text/plain": {"schema": {"type": "string"}}},
+                                             "required": True}})
+    async def restore(request: Request) -> dict:
+        """Load an export produced by `dcpm export` into this store."""
+        body = await request.body()
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "restore.jsonl"
+            path.write_bytes(body)
+            try:
+                path.read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                raise Invalid("the export is not UTF-8 text") from None
+            return await run_in_threadpool(service.restore, path)
+
+    @app.get("/admin", response_class=HTMLResponse, include_in_schema=False)
+    def admin_page() -> HTMLResponse:
+        """Read-only inspection page; it fetches everything through this API with the admin token."""
+        return HTMLResponse(ADMIN_PAGE.read_text(encoding="utf-8"),
+                            headers={"Content-Security-Policy": "default-src 'self'; script-src 'unsafe-inline'; "
+                                                                "style-src 'unsafe-inline'; connect-src 'self'"})
+
     @app.get("/metrics", tags=["operations"], include_in_schema=False)
     def metrics() -> Response:
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
-    app.include_router(admin_router(service, guarded))  # issue 7: delete and edit by id
-    app.include_router(mem0_router(service, guarded))  # issue 7: Mem0 platform API
+    app.include_router(admin_router(service, guarded))
+    app.include_router(mem0_router(service, guarded))  # the Mem0 platform API, for mem0ai clients
 
     return app

@@ -36,6 +36,12 @@ def add_everything(items: list[tuple[str, list[tuple[str, str]]]]) -> dict:
     return {"decisions": [{"item": n, "op": "ADD"} for n in range(1, len(items) + 1)]}
 
 
+def supersede_first_candidate(items: list[tuple[str, list[tuple[str, str]]]]) -> dict:
+    """Every item with a neighbour revises it: repeated adds about one topic build one chain."""
+    return {"decisions": [{"item": n, "op": "SUPERSEDE", "target": shown[0][0]} if shown else {"item": n, "op": "ADD"}
+                          for n, (_, shown) in enumerate(items, 1)]}
+
+
 @dataclass
 class ScriptedLLM:
     extract: Extraction = one_fact_per_turn

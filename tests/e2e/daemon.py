@@ -38,6 +38,14 @@ def cli_json(data_dir: Path, *args: str):
     return json.loads(run_cli(data_dir, *args, "--json").stdout)
 
 
+def mcp_stdio(data_dir: Path, *args: str, **env: str):  # type: ignore[no-untyped-def]
+    """`dcpm mcp ARGS` as an MCP client launches it: a subprocess speaking MCP on stdin/stdout."""
+    from mcp import StdioServerParameters
+
+    return StdioServerParameters(command=sys.executable, args=["-m", "dcpm.cli", "mcp", *args],
+                                 env=dcpm_env(data_dir, **env))
+
+
 class Daemon:
     def __init__(self, data_dir: Path, **env: str):
         self.data_dir = data_dir

@@ -1,0 +1,242 @@
+"""Hard delete: one memory (an item, optionally with the revisions it superseded, or a raw
+turn), or everything of a user. The small core the Mem0 and MCP deletes need; the admin issue
+builds full cascading delete with proofs on top of it.
+
+Deleting is the one write that removes rows instead of adding them, so it must leave nothing
+dangling: a deleted item's chain neighbours are linked to each other, its revisions and vector
+go, the graph loses it as evidence, and the events that described it keep only a tombstone
+(`{"deleted": true}`): the log still shows that something happened, never what.
+
+Vectors go before rows: if the process dies in between, the rows are still there and start-up
+repair re-indexes them, so the delete simply did not happen and can be retried. The other
+order could leave vectors of deleted text that nothing would ever clean up.
+"""
+
+from __future__ import annotations
+
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Iterator, Sequence
+
+from sqlalchemy import delete, or_, select, update
+from sqlalchemy.orm import Session
+
+from dcpm import indexing
+from dcpm.chains import ChainNode, walk_chain
+from dcpm.config import Settings
+from dcpm.errors import Invalid, NotFound
+from dcpm.index import VectorIndex
+from dcpm.store import leases
+from dcpm.store.db import Database
+from dcpm.store.models import (
+    ClusterDone,
+    Consent,
+    ConsolidationRun,
+    Edge,
+    Event,
+    Evidence,
+    Item,
+    ItemRevision,
+    Node,
+    RawInput,
+    User,
+    utcnow,
+)
+
+TOMBSTONE = {"deleted": True}
+# Rows a user owns outright, children before parents; edges, revisions and evidence go first by
+# their own keys, and events are redacted, not deleted. A new table with a user_id belongs here.
+USER_OWNED = (Node, Item, RawInput, Consent, ConsolidationRun, ClusterDone)
+
+
+@dataclass(frozen=True)
+class Relink:
+    """New chain pointers of one surviving item."""
+
+    id: str
+    supersedes_id: str | None
+    superseded_by_id: str | None
+    valid_to: datetime | None
+
+
+@dataclass
+class Deletion:
+    user_id: str
+    deleted: list[str] = field(default_factory=list)  # memory ids removed
+    relinked: list[str] = field(default_factory=list)  # chain neighbours now linked to each other
+    nodes_deleted: list[str] = field(default_factory=list)  # graph nodes left without evidence
+
+
+@dataclass
+class UserDeletion:
+    user_id: str
+    raw_inputs: int = 0
+    items: int = 0
+    nodes: int = 0
+    events_redacted: int = 0
+
+
+def relink(chain: Sequence[ChainNode], removed: set[str]) -> list[Relink]:
+    """The survivors' new links once `removed` leave a chain (ordered oldest first, as
+    `walk_chain` returns it): each survivor points at its nearest surviving neighbours, and one
+    whose successor changed holds until the new successor's start (a new head holds open-ended).
+    Only survivors whose links change are returned."""
+    survivors = [node for node in chain if node.id not in removed]
+    changes = []
+    for position, node in enumerate(survivors):
+        before = survivors[position - 1] if position else None
+        after = survivors[position + 1] if position + 1 < len(survivors) else None
+        supersedes = before.id if before else None
+        superseded_by = after.id if after else None
+        if supersedes == node.supersedes_id and superseded_by == node.superseded_by_id:
+            continue
+        valid_to = node.valid_to if superseded_by == node.superseded_by_id else (after.valid_from if after else None)
+        changes.append(Relink(node.id, supersedes, superseded_by, valid_to))
+    return changes
+
+
+def owner_of(db: Database, memory_id: str) -> str:
+    """The user a memory (item or raw turn) belongs to; Invalid for a non-id, NotFound if absent."""
+    try:
+        uuid.UUID(memory_id)
+    except ValueError:
+        raise Invalid(f"{memory_id!r} is not a memory id (a UUID)") from None
+    with db.session() as session:
+        user_id = (session.scalar(select(Item.user_id).where(Item.id == memory_id))
+                   or session.scalar(select(RawInput.user_id).where(RawInput.id == memory_id)))
+    if user_id is None:
+        raise NotFound(f"no memory with id {memory_id}")
+    return user_id
+
+
+@contextmanager
+def writer_lease(db: Database, settings: Settings, user_id: str) -> Iterator[None]:
+    """The lease System 1 holds while it writes for this user: deletes and edits wait for it."""
+    with leases.held(db, f"write:{user_id}", settings.writer_lease_seconds, settings.writer_lease_seconds):
+        yield
+
+
+def delete_memory(db: Database, index: VectorIndex, settings: Settings, memory_id: str, *,
+                  with_predecessors: bool = False) -> Deletion:
+    """Hard-delete one memory. For an item, `with_predecessors` also deletes the older revisions
+    it superseded, so that they do not resurface as the current belief; without it the previous
+    revision becomes the chain's head again."""
+    user_id = owner_of(db, memory_id)
+    result = Deletion(user_id=user_id)
+    with writer_lease(db, settings, user_id), db.session() as session:
+        raw = session.get(RawInput, memory_id)
+        if raw is not None:
+            index.delete([raw.id])
+            _drop_raw(session, raw)
+            result.deleted = [raw.id]
+            return result
+        item = session.get(Item, memory_id)
+        if item is None:  # deleted by someone else while we waited for the lease
+            raise NotFound(f"no memory with id {memory_id}")
+        chain = walk_chain(list(session.scalars(select(Item).where(Item.chain_id == item.chain_id))))
+        position = next(n for n, node in enumerate(chain) if node.id == item.id)
+        victims = chain[: position + 1] if with_predecessors else [item]
+        victim_ids = {v.id for v in victims}
+        changes = relink(chain, victim_ids)
+        orphans = _nodes_only_supported_by(session, victim_ids)
+        index.delete(sorted(victim_ids) + orphans)
+        _apply_relinks(session, victims, changes)
+        _drop_items(session, victims)
+        _drop_nodes(session, orphans)
+        result.deleted, result.relinked = [v.id for v in victims], [c.id for c in changes]
+        result.nodes_deleted = orphans
+        relinked = [session.get(Item, c.id) for c in changes]
+    for survivor in relinked:  # after the commit: the payload mirrors the row
+        index.set_payload([survivor.id], indexing.validity_payload(survivor))
+    return result
+
+
+def _drop_raw(session: Session, raw: RawInput) -> None:
+    """A turn goes; facts extracted from it stay (they are beliefs of their own) but lose the link."""
+    session.execute(update(Item).where(Item.source_raw_id == raw.id).values(source_raw_id=None))
+    _tombstone(session, [raw.id])
+    session.add(Event(user_id=raw.user_id, action="deleted", subject_kind="raw", subject_id=raw.id, detail=TOMBSTONE))
+    session.delete(raw)
+
+
+def _apply_relinks(session: Session, victims: Sequence[Item], changes: Sequence[Relink]) -> None:
+    for victim in victims:
+        victim.supersedes_id = victim.superseded_by_id = None
+    now = utcnow()
+    for change in changes:
+        survivor = session.get(Item, change.id)
+        survivor.supersedes_id, survivor.superseded_by_id = change.supersedes_id, change.superseded_by_id
+        survivor.valid_to, survivor.updated_at = change.valid_to, now
+    session.flush()  # nothing points at a victim any more
+
+
+def _drop_items(session: Session, victims: Sequence[Item]) -> None:
+    ids = [v.id for v in victims]
+    session.execute(delete(ItemRevision).where(ItemRevision.item_id.in_(ids)))
+    supported = set(session.scalars(select(Evidence.node_id).where(Evidence.item_id.in_(ids))))
+    session.execute(delete(Evidence).where(Evidence.item_id.in_(ids)))
+    if supported:  # a node that lost part of its evidence is re-induced by the next consolidation
+        session.execute(update(Node).where(Node.id.in_(supported)).values(status="needs_reinduction"))
+    _tombstone(session, ids)
+    for victim in victims:
+        session.add(Event(user_id=victim.user_id, action="deleted", subject_kind=victim.kind, subject_id=victim.id,
+                          detail=TOMBSTONE))
+    session.execute(delete(Item).where(Item.id.in_(ids)))
+
+
+def _nodes_only_supported_by(session: Session, item_ids: set[str]) -> list[str]:
+    """Graph nodes whose whole evidence is being deleted: their text came from deleted memories."""
+    affected = set(session.scalars(select(Evidence.node_id).where(Evidence.item_id.in_(item_ids))))
+    if not affected:
+        return []
+    evidence: dict[str, set[str]] = {node_id: set() for node_id in affected}
+    for node_id, item_id in session.execute(select(Evidence.node_id, Evidence.item_id)
+                                            .where(Evidence.node_id.in_(affected))):
+        evidence[node_id].add(item_id)
+    return sorted(node_id for node_id, items in evidence.items() if items <= item_ids)
+
+
+def _drop_nodes(session: Session, node_ids: Sequence[str]) -> None:
+    if not node_ids:
+        return
+    session.execute(delete(Edge).where(or_(Edge.source_id.in_(node_ids), Edge.target_id.in_(node_ids))))
+    session.execute(delete(Evidence).where(Evidence.node_id.in_(node_ids)))
+    _tombstone(session, node_ids)
+    session.execute(delete(Node).where(Node.id.in_(node_ids)))
+
+
+def _tombstone(session: Session, subject_ids: Sequence[str]) -> int:
+    return session.execute(update(Event).where(Event.subject_id.in_(subject_ids)).values(detail=TOMBSTONE)).rowcount
+
+
+def delete_user(db: Database, index: VectorIndex, settings: Settings, user_id: str) -> UserDeletion:
+    """Everything of one user: raw turns, items and their revisions, graph nodes and edges,
+    consent and consolidation bookkeeping, every vector, and the user row; the user's events
+    keep only tombstones."""
+    with db.session() as session:
+        if session.get(User, user_id) is None:
+            raise NotFound(f"unknown user {user_id!r}: nothing has been stored for this user")
+    result = UserDeletion(user_id=user_id)
+    with writer_lease(db, settings, user_id), db.session() as session:
+        raw_ids = list(session.scalars(select(RawInput.id).where(RawInput.user_id == user_id)))
+        item_ids = list(session.scalars(select(Item.id).where(Item.user_id == user_id)))
+        node_ids = list(session.scalars(select(Node.id).where(Node.user_id == user_id)))
+        index.delete(raw_ids + item_ids + node_ids)
+        users_items = select(Item.id).where(Item.user_id == user_id)
+        users_nodes = select(Node.id).where(Node.user_id == user_id)
+        session.execute(update(Item).where(Item.user_id == user_id)
+                        .values(supersedes_id=None, superseded_by_id=None, source_raw_id=None))
+        session.execute(delete(ItemRevision).where(ItemRevision.item_id.in_(users_items)))
+        session.execute(delete(Evidence).where(or_(Evidence.item_id.in_(users_items),
+                                                   Evidence.node_id.in_(users_nodes))))
+        session.execute(delete(Edge).where(or_(Edge.user_id == user_id, Edge.source_id.in_(users_nodes),
+                                               Edge.target_id.in_(users_nodes))))
+        for model in USER_OWNED:
+            session.execute(delete(model).where(model.user_id == user_id))
+        result.events_redacted = session.execute(update(Event).where(Event.user_id == user_id)
+                                                  .values(detail=TOMBSTONE)).rowcount
+        session.execute(delete(User).where(User.id == user_id))
+        result.raw_inputs, result.items, result.nodes = len(raw_ids), len(item_ids), len(node_ids)
+    return result

@@ -1,0 +1,42 @@
+"""Manual edits of an item's text (Mem0's `update`): an UPDATE revision, never an overwrite.
+
+The previous text stays in the item's revision history (DCPM 2.2 iv, as System 1's UPDATE does),
+and the vector is re-embedded from the new text.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from dcpm import indexing
+from dcpm.admin.delete import owner_of, writer_lease
+from dcpm.config import Settings
+from dcpm.embedding import Embedder
+from dcpm.errors import Conflict, Invalid, NotFound
+from dcpm.index import VectorIndex
+from dcpm.ingest import Turn, check_turns
+from dcpm.store.db import Database
+from dcpm.store.items import update_text
+from dcpm.store.models import Item, RawInput
+
+
+def revise_text(db: Database, index: VectorIndex, embedder: Embedder, settings: Settings, item_id: str,
+                text: str) -> None:
+    """Give a current item new text. A superseded revision is history and is not edited (Conflict);
+    raw turns are immutable ground truth (Invalid)."""
+    check_turns([Turn(text=text)], settings)  # the limits of any stored text
+    user_id = owner_of(db, item_id)
+    with writer_lease(db, settings, user_id):
+        with db.session() as session:
+            if session.get(RawInput, item_id) is not None:
+                raise Invalid(f"{item_id} is a raw turn; raw turns are kept verbatim and cannot be edited")
+            item = session.get(Item, item_id)
+            if item is None:  # deleted while we waited for the lease
+                raise NotFound(f"no memory with id {item_id}")
+            if item.superseded_by_id is not None:
+                raise Conflict(f"item {item_id} is superseded by {item.superseded_by_id}; edit the current revision")
+            if item.text == text:
+                return
+            update_text(session, item, text, request_id=str(uuid.uuid4()))
+            item.indexed_at = None  # a crash before re-embedding leaves it for start-up repair
+        indexing.index_rows(db, index, embedder, items=[item])
