@@ -22,6 +22,7 @@ from dcpm.schemas import (
     GraphOut,
     JobOut,
     RunOut,
+    HistoryEvent,
     HistoryResponse,
     ImportBatch,
     ImportBatchResult,
@@ -98,6 +99,19 @@ class Client:
     def update_memory(self, memory_id: str, text: str) -> ItemOut:
         body = UpdateMemoryRequest(text=text).model_dump(mode="json")
         return ItemOut.model_validate(self._call("PATCH", f"/v1/items/{memory_id}", json=body))
+
+    def delete_chain(self, memory_id: str) -> DeleteResponse:
+        return DeleteResponse.model_validate(self._call("DELETE", f"/v1/items/{memory_id}", params={"chain": "true"}))
+
+    def delete_node(self, node_id: str) -> DeleteResponse:
+        return DeleteResponse.model_validate(self._call("DELETE", f"/v1/nodes/{node_id}"))
+
+    def delete_session(self, user_id: str, session_id: str) -> DeleteResponse:
+        return DeleteResponse.model_validate(self._call("DELETE", f"/v1/users/{user_id}/sessions/{session_id}"))
+
+    def events(self, user_id: str, limit: int = 200) -> list[HistoryEvent]:
+        return TypeAdapter(list[HistoryEvent]).validate_python(
+            self._call("GET", f"/v1/users/{user_id}/events", params={"limit": limit}))
 
     def delete_user(self, user_id: str) -> DeleteUserResponse:
         return DeleteUserResponse.model_validate(self._call("DELETE", f"/v1/users/{user_id}"))

@@ -330,6 +330,11 @@ class DeleteResponse(BaseModel):
     deleted: list[str] = Field(description="Ids of the memories removed.")
     relinked: list[str] = Field(default_factory=list, description="Chain neighbours now linked to each other.")
     nodes_deleted: list[str] = Field(default_factory=list, description="Graph nodes left without evidence.")
+    nodes_reinduce: list[str] = Field(default_factory=list,
+                                      description="Nodes that lost part of their evidence, marked for re-induction.")
+    raw_deleted: list[str] = Field(default_factory=list, description="Turns the deleted items were extracted from.")
+    raw_kept: list[str] = Field(default_factory=list,
+                                description="Such turns kept because another kept item was extracted from them.")
 
 
 class DeleteUserResponse(BaseModel):
@@ -339,3 +344,23 @@ class DeleteUserResponse(BaseModel):
     nodes: int
     events_redacted: int
 # --- end issue 7 ------------------------------------------------------------------------------
+
+
+# --- access control (dcpm.auth) ----------------------------------------------------------------
+class CreateKeyRequest(BaseModel):
+    user_id: UserId = Field(description="The one user the key may act for.")
+    label: str | None = Field(None, max_length=200, description="What the key is for, e.g. the back end's name.")
+
+
+class ApiKeyOut(BaseModel):
+    id: str
+    prefix: str = Field(description="The key's first characters after `dcpm_`, to recognise it by.")
+    user_id: str
+    label: str | None
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
+class NewApiKey(ApiKeyOut):
+    key: str = Field(description="The key itself, shown this once: only its hash is stored.")

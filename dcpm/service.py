@@ -14,6 +14,7 @@ from typing import Callable
 from sqlalchemy import func, select
 
 from dcpm import indexing, reader
+from dcpm.auth import KeyStore
 from dcpm.admin import delete as admin_delete
 from dcpm.admin import edit as admin_edit
 from dcpm.admin import export
@@ -66,6 +67,7 @@ class MemoryService:
         self.settings = settings
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         self.db = Database(settings.sqlalchemy_url)
+        self.keys = KeyStore(self.db)  # user-scoped API keys (dcpm.auth)
         self.embedder = embedder or load_embedder(settings)
         self.index = open_index(settings, self.embedder.dim, self.embedder.sparse_uses_idf)
         # Madeleine 4.5: an associative adapter replaces only the query vector; the index stays E(m).
@@ -210,13 +212,19 @@ class MemoryService:
                                      created_at=r.created_at) for r in revisions]
         return out
 
-    def users(self) -> list[UserOut]:
+    def users(self, only: str | None = None) -> list[UserOut]:
+        """Users with stored memories; `only` narrows the list to that one user (an API key's)."""
         with self.db.session() as session:
             raw_counts = dict(session.execute(select(RawInput.user_id, func.count()).group_by(RawInput.user_id)).all())
             item_counts = dict(session.execute(select(Item.user_id, func.count()).group_by(Item.user_id)).all())
-            users = list(session.scalars(select(User).order_by(User.id)))
+            query = select(User).order_by(User.id)
+            users = list(session.scalars(query if only is None else query.where(User.id == only)))
         return [UserOut(id=u.id, created_at=u.created_at, last_seen_at=u.last_seen_at,
                         raw_inputs=raw_counts.get(u.id, 0), items=item_counts.get(u.id, 0)) for u in users]
+
+    def owner_of(self, memory_id: str) -> str:
+        """The user a memory (item or raw turn) belongs to; Invalid for a non-id, NotFound if absent."""
+        return admin_delete.owner_of(self.db, memory_id)
 
     def _require_user(self, user_id: str) -> None:
         try:
@@ -288,6 +296,10 @@ class MemoryService:
         return manifest
 
     def close(self) -> None:
+        """Stop background work and release the store; calling it twice is harmless."""
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
         self.recovery.stop()
         self.maintenance.stop()
         self.index.close()
@@ -299,6 +311,33 @@ class MemoryService:
         deletion = admin_delete.delete_memory(self.db, self.index, self.settings, memory_id,
                                               with_predecessors=with_predecessors)
         return DeleteResponse.model_validate(deletion, from_attributes=True)
+
+    def delete_chain(self, memory_id: str) -> DeleteResponse:
+        """An item's whole supersedes chain, every revision of the belief."""
+        with self.db.session() as session:
+            item = session.get(Item, memory_id)
+            if item is None:
+                raise NotFound(f"no item with id {memory_id}")
+            head = session.scalar(select(Item.id).where(Item.chain_id == item.chain_id,
+                                                        Item.superseded_by_id.is_(None)).limit(1))
+        return self.delete_memory(head or memory_id, with_predecessors=True)
+
+    def delete_node(self, node_id: str) -> DeleteResponse:
+        return DeleteResponse.model_validate(admin_delete.delete_node(self.db, self.index, node_id),
+                                             from_attributes=True)
+
+    def delete_session(self, user_id: str, session_id: str) -> DeleteResponse:
+        deletion = admin_delete.delete_session(self.db, self.index, self.settings, user_id, session_id)
+        return DeleteResponse.model_validate(deletion, from_attributes=True)
+
+    def events(self, user_id: str, limit: int = 200) -> list[HistoryEvent]:
+        """The user's event log, newest first (deleted subjects show only tombstones)."""
+        self._require_user(user_id)
+        with self.db.session() as session:
+            rows = session.scalars(select(Event).where(Event.user_id == user_id)
+                                   .order_by(Event.at.desc(), Event.id.desc()).limit(limit))
+            return [HistoryEvent(at=e.at, action=e.action, item_id=e.subject_id, request_id=e.request_id,
+                                 detail=e.detail or {}) for e in rows]
 
     def delete_user(self, user_id: str) -> DeleteUserResponse:
         """Everything stored for a user, vectors included; events keep only tombstones."""

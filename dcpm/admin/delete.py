@@ -67,6 +67,9 @@ class Deletion:
     deleted: list[str] = field(default_factory=list)  # memory ids removed
     relinked: list[str] = field(default_factory=list)  # chain neighbours now linked to each other
     nodes_deleted: list[str] = field(default_factory=list)  # graph nodes left without evidence
+    nodes_reinduce: list[str] = field(default_factory=list)  # nodes that lost part of their evidence
+    raw_deleted: list[str] = field(default_factory=list)  # turns the deleted items were extracted from
+    raw_kept: list[str] = field(default_factory=list)  # such turns kept: they still feed a kept item
 
 
 @dataclass
@@ -131,25 +134,98 @@ def delete_memory(db: Database, index: VectorIndex, settings: Settings, memory_i
             index.delete([raw.id])
             _drop_raw(session, raw)
             result.deleted = [raw.id]
-            return result
-        item = session.get(Item, memory_id)
-        if item is None:  # deleted by someone else while we waited for the lease
-            raise NotFound(f"no memory with id {memory_id}")
-        chain = walk_chain(list(session.scalars(select(Item).where(Item.chain_id == item.chain_id))))
-        position = next(n for n, node in enumerate(chain) if node.id == item.id)
-        victims = chain[: position + 1] if with_predecessors else [item]
-        victim_ids = {v.id for v in victims}
-        changes = relink(chain, victim_ids)
-        orphans = _nodes_only_supported_by(session, victim_ids)
-        index.delete(sorted(victim_ids) + orphans)
-        _apply_relinks(session, victims, changes)
-        _drop_items(session, victims)
-        _drop_nodes(session, orphans)
-        result.deleted, result.relinked = [v.id for v in victims], [c.id for c in changes]
-        result.nodes_deleted = orphans
-        relinked = [session.get(Item, c.id) for c in changes]
-    for survivor in relinked:  # after the commit: the payload mirrors the row
+            relinked: list[Item] = []
+        else:
+            item = session.get(Item, memory_id)
+            if item is None:  # deleted by someone else while we waited for the lease
+                raise NotFound(f"no memory with id {memory_id}")
+            chain = walk_chain(list(session.scalars(select(Item).where(Item.chain_id == item.chain_id))))
+            position = next(n for n, node in enumerate(chain) if node.id == item.id)
+            victims = chain[: position + 1] if with_predecessors else [item]
+            relinked = _delete_items(session, index, victims, result)
+    _after_delete(db, index, relinked)
+    return result
+
+
+def _delete_items(session: Session, index: VectorIndex, victims: Sequence[Item], result: Deletion) -> list[Item]:
+    """Items (of any chains) with their revisions, vectors, evidence, orphaned nodes and the raw
+    turns they came from; returns the surviving neighbours whose pointers changed."""
+    victim_ids = {v.id for v in victims}
+    changes: list[Relink] = []
+    for chain_id in {v.chain_id for v in victims}:
+        chain = walk_chain(list(session.scalars(select(Item).where(Item.chain_id == chain_id))))
+        changes += relink(chain, victim_ids)
+    orphans = _nodes_only_supported_by(session, victim_ids)
+    sources = _source_turns(session, victims)
+    index.delete(sorted(victim_ids) + orphans)
+    _apply_relinks(session, victims, changes)
+    result.nodes_reinduce = _drop_items(session, victims)
+    _drop_nodes(session, orphans)
+    result.nodes_reinduce = sorted(set(result.nodes_reinduce) - set(orphans))
+    for raws in sources:
+        fed = session.scalar(select(Item.id).where(Item.source_raw_id.in_([r.id for r in raws])).limit(1))
+        if fed is not None:  # another item extracted from the same turns is kept
+            result.raw_kept += [r.id for r in raws]
+            continue
+        index.delete([r.id for r in raws])
+        for raw in raws:
+            _drop_raw(session, raw)
+        result.raw_deleted += [r.id for r in raws]
+    result.deleted += sorted(victim_ids)
+    result.relinked += [c.id for c in changes]
+    result.nodes_deleted += orphans
+    return [session.get(Item, c.id) for c in changes]
+
+
+def _source_turns(session: Session, victims: Sequence[Item]) -> list[list[RawInput]]:
+    """The turns of each add_memory request a victim was extracted from (grouped by request)."""
+    raw_ids = {v.source_raw_id for v in victims if v.source_raw_id}
+    requests = set(session.scalars(select(RawInput.request_id).where(RawInput.id.in_(raw_ids))))
+    grouped: dict[str, list[RawInput]] = {}
+    for raw in session.scalars(select(RawInput).where(RawInput.request_id.in_(requests))):
+        grouped.setdefault(raw.request_id, []).append(raw)
+    return list(grouped.values())
+
+
+def _after_delete(db: Database, index: VectorIndex, relinked: Sequence[Item]) -> None:
+    """After the commit: survivors' payloads mirror their rows, and the store is scrubbed so the
+    deleted text survives in no free page and no write-ahead log."""
+    for survivor in relinked:
         index.set_payload([survivor.id], indexing.validity_payload(survivor))
+    db.scrub()
+
+
+def delete_node(db: Database, index: VectorIndex, node_id: str) -> Deletion:
+    """A schema, intention or core schema with its edges and evidence links; the facts stay."""
+    with db.session() as session:
+        node = session.get(Node, node_id)
+        if node is None:
+            raise NotFound(f"no graph node with id {node_id}")
+        result = Deletion(user_id=node.user_id, nodes_deleted=[node_id])
+        index.delete([node_id])
+        _drop_nodes(session, [node_id])
+        session.add(Event(user_id=node.user_id, action="deleted", subject_kind=node.kind, subject_id=node_id,
+                          detail=TOMBSTONE))
+    db.scrub()
+    return result
+
+
+def delete_session(db: Database, index: VectorIndex, settings: Settings, user_id: str, session_id: str) -> Deletion:
+    """Every turn of one session and every item extracted from them."""
+    result = Deletion(user_id=user_id)
+    with writer_lease(db, settings, user_id), db.session() as session:
+        raws = list(session.scalars(select(RawInput).where(RawInput.user_id == user_id,
+                                                           RawInput.session_id == session_id)))
+        if not raws:
+            raise NotFound(f"user {user_id!r} has no session {session_id!r}")
+        victims = list(session.scalars(select(Item).where(Item.source_raw_id.in_([r.id for r in raws]))))
+        relinked = _delete_items(session, index, victims, result) if victims else []
+        remaining = [r for r in raws if session.get(RawInput, r.id) is not None]
+        index.delete([r.id for r in remaining])
+        for raw in remaining:
+            _drop_raw(session, raw)
+        result.raw_deleted += [r.id for r in remaining]
+    _after_delete(db, index, relinked)
     return result
 
 
@@ -172,7 +248,7 @@ def _apply_relinks(session: Session, victims: Sequence[Item], changes: Sequence[
     session.flush()  # nothing points at a victim any more
 
 
-def _drop_items(session: Session, victims: Sequence[Item]) -> None:
+def _drop_items(session: Session, victims: Sequence[Item]) -> list[str]:
     ids = [v.id for v in victims]
     session.execute(delete(ItemRevision).where(ItemRevision.item_id.in_(ids)))
     supported = set(session.scalars(select(Evidence.node_id).where(Evidence.item_id.in_(ids))))
@@ -184,6 +260,7 @@ def _drop_items(session: Session, victims: Sequence[Item]) -> None:
         session.add(Event(user_id=victim.user_id, action="deleted", subject_kind=victim.kind, subject_id=victim.id,
                           detail=TOMBSTONE))
     session.execute(delete(Item).where(Item.id.in_(ids)))
+    return sorted(supported)
 
 
 def _nodes_only_supported_by(session: Session, item_ids: set[str]) -> list[str]:
@@ -239,4 +316,5 @@ def delete_user(db: Database, index: VectorIndex, settings: Settings, user_id: s
                                                   .values(detail=TOMBSTONE)).rowcount
         session.execute(delete(User).where(User.id == user_id))
         result.raw_inputs, result.items, result.nodes = len(raw_ids), len(item_ids), len(node_ids)
+    db.scrub()
     return result

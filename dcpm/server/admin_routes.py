@@ -3,11 +3,11 @@ dcpm.admin). The MCP server and dcpm.Client reach a daemon's data through these.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 
-from dcpm.schemas import DeleteResponse, DeleteUserResponse, ItemOut, UpdateMemoryRequest
+from dcpm.schemas import DeleteResponse, DeleteUserResponse, HistoryEvent, ItemOut, UpdateMemoryRequest
 from dcpm.service import MemoryService
 
 
@@ -15,10 +15,28 @@ def admin_router(service: MemoryService, guarded: list[Any]) -> APIRouter:
     router = APIRouter(dependencies=guarded, tags=["memories"])
 
     @router.delete("/v1/items/{memory_id}", response_model=DeleteResponse)
-    def delete_memory(memory_id: str, with_predecessors: bool = False) -> DeleteResponse:
+    def delete_memory(memory_id: str, with_predecessors: bool = False, chain: bool = False) -> DeleteResponse:
         """Hard-delete an item or raw turn; the item's chain is linked around it, its events keep
-        a tombstone. `with_predecessors` also deletes the revisions it superseded."""
+        a tombstone. `with_predecessors` also deletes the revisions it superseded; `chain` deletes
+        every revision of the belief."""
+        if chain:
+            return service.delete_chain(memory_id)
         return service.delete_memory(memory_id, with_predecessors=with_predecessors)
+
+    @router.delete("/v1/nodes/{node_id}", response_model=DeleteResponse)
+    def delete_node(node_id: str) -> DeleteResponse:
+        """A schema, intention or core-schema node with its edges; the facts stay."""
+        return service.delete_node(node_id)
+
+    @router.delete("/v1/users/{user_id}/sessions/{session_id}", response_model=DeleteResponse)
+    def delete_session(user_id: str, session_id: str) -> DeleteResponse:
+        """Every turn of a session and every item extracted from them."""
+        return service.delete_session(user_id, session_id)
+
+    @router.get("/v1/users/{user_id}/events", response_model=list[HistoryEvent])
+    def events(user_id: str, limit: Annotated[int, Query(ge=1, le=5000)] = 200) -> list[HistoryEvent]:
+        """The user's event log, newest first; deleted subjects keep only tombstones."""
+        return service.events(user_id, limit)
 
     @router.patch("/v1/items/{memory_id}", response_model=ItemOut)
     def update_memory(memory_id: str, body: UpdateMemoryRequest) -> ItemOut:

@@ -31,6 +31,7 @@ def make_engine(url: str) -> Engine:
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.execute("PRAGMA secure_delete=ON")  # deleted rows are overwritten, not left in free pages
             cursor.close()
 
         return engine
@@ -80,6 +81,13 @@ class Database:
             if is_disk_full(exc):
                 raise StorageFull("the disk under the data directory is full; the write was rolled back") from exc
             raise
+
+    def scrub(self) -> None:
+        """After a hard delete: fold the write-ahead log into the database and truncate it, so
+        the old page images holding deleted text are gone (secure_delete zeroes the rest)."""
+        if self.engine.url.get_backend_name() == "sqlite":
+            with self.engine.connect() as connection:
+                connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def ping(self) -> None:
         with self.engine.connect() as connection:
