@@ -410,7 +410,7 @@ def config_show(as_json: JsonFlag = False) -> None:
         out.print(f"{key} = {value!r}")
 
 
-from dcpm import cli_admin, cli_consolidation  # noqa: E402,F401  (register their commands on `app`)
+from dcpm import cli_admin, cli_consolidation, cli_keys  # noqa: E402,F401  (register their commands on `app`)
 
 
 def main() -> None:

@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from urllib.parse import quote
 from typing import Any
 
 import httpx
 from pydantic import TypeAdapter
 
-from dcpm.errors import Conflict, DcpmError, Invalid, NotFound, Unauthorized, Unavailable
+from dcpm.errors import Conflict, DcpmError, Forbidden, Invalid, NotFound, Unauthorized, Unavailable
 from dcpm.ingest import Turn
 from dcpm.schemas import (
     AddMemoryRequest,
     AddMemoryResponse,
+    ApiKeyOut,
     ConsentOut,
     ConsentUpdate,
     ConsolidateRequest,
+    CreateKeyRequest,
     DeleteResponse,
     DeleteUserResponse,
     GraphOut,
@@ -29,6 +32,7 @@ from dcpm.schemas import (
     ImportTurn,
     ItemOut,
     ListResponse,
+    NewApiKey,
     RawOut,
     SearchRequest,
     SearchResponse,
@@ -36,7 +40,7 @@ from dcpm.schemas import (
     UserOut,
 )
 
-_ERRORS: dict[int, type[DcpmError]] = {400: Invalid, 401: Unauthorized, 403: Unauthorized, 404: NotFound,
+_ERRORS: dict[int, type[DcpmError]] = {400: Invalid, 401: Unauthorized, 403: Forbidden, 404: NotFound,
                                        409: Conflict, 413: Invalid, 422: Invalid, 503: Unavailable}
 _MEMORY = TypeAdapter(ItemOut | RawOut)
 _USERS = TypeAdapter(list[UserOut])
@@ -154,6 +158,18 @@ class Client:
 
     def reindex(self) -> int:
         return int(self._call("POST", "/v1/admin/reindex")["points"])
+
+    # --- API keys (admin token only) ---------------------------------------------------------
+    def create_key(self, user_id: str, label: str | None = None) -> NewApiKey:
+        body = CreateKeyRequest(user_id=user_id, label=label).model_dump(mode="json")
+        return NewApiKey.model_validate(self._call("POST", "/v1/admin/keys", json=body))
+
+    def api_keys(self, user_id: str | None = None) -> list[ApiKeyOut]:
+        params = {"user_id": user_id} if user_id else {}
+        return TypeAdapter(list[ApiKeyOut]).validate_python(self._call("GET", "/v1/admin/keys", params=params))
+
+    def revoke_key(self, key_ref: str) -> ApiKeyOut:
+        return ApiKeyOut.model_validate(self._call("DELETE", f"/v1/admin/keys/{quote(key_ref, safe='')}"))
 
     def health(self) -> dict:
         return self._call("GET", "/healthz")

@@ -98,7 +98,7 @@ class Settings(BaseSettings):
     # Server
     host: str = "127.0.0.1"
     port: int = 8420
-    api_token: SecretStr = SecretStr("")
+    api_token: SecretStr = SecretStr("")  # the admin token (dcpm.auth); user-scoped API keys live in the store
 
     # MCP server, `dcpm mcp`
     mcp_user: str = ""  # the user every tool call acts for; empty: the client's request metadata names it

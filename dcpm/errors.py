@@ -24,9 +24,20 @@ class Invalid(DcpmError):
 
 
 class Unauthorized(DcpmError):
+    """No credential, or one the daemon does not accept (wrong, unknown or revoked)."""
+
     http_status = 401
     exit_code = 7
     code = "unauthorized"
+
+
+class Forbidden(DcpmError):
+    """A valid credential whose scope does not cover the request (a user key asking for another
+    user, or for an admin operation)."""
+
+    http_status = 403
+    exit_code = 8
+    code = "forbidden"
 
 
 class NotFound(DcpmError):

@@ -55,7 +55,7 @@ from dcpm.schemas import (
     check_user_id,
 )
 from dcpm.store.db import Database
-from dcpm.store.models import Event, Item, ItemRevision, RawInput, User
+from dcpm.store.models import Event, Item, ItemRevision, Node, RawInput, User
 from dcpm.writer import Writer
 
 log = logging.getLogger("dcpm.service")
@@ -225,6 +225,14 @@ class MemoryService:
     def owner_of(self, memory_id: str) -> str:
         """The user a memory (item or raw turn) belongs to; Invalid for a non-id, NotFound if absent."""
         return admin_delete.owner_of(self.db, memory_id)
+
+    def node_owner(self, node_id: str) -> str:
+        """The user a graph node belongs to; NotFound if absent."""
+        with self.db.session() as session:
+            user_id = session.scalar(select(Node.user_id).where(Node.id == node_id))
+        if user_id is None:
+            raise NotFound(f"no graph node with id {node_id}")
+        return user_id
 
     def _require_user(self, user_id: str) -> None:
         try:

@@ -31,6 +31,7 @@ from dcpm.index import VectorIndex
 from dcpm.store import leases
 from dcpm.store.db import Database
 from dcpm.store.models import (
+    ApiKey,
     ClusterDone,
     Consent,
     ConsolidationRun,
@@ -220,7 +221,8 @@ def delete_session(db: Database, index: VectorIndex, settings: Settings, user_id
             raise NotFound(f"user {user_id!r} has no session {session_id!r}")
         victims = list(session.scalars(select(Item).where(Item.source_raw_id.in_([r.id for r in raws]))))
         relinked = _delete_items(session, index, victims, result) if victims else []
-        remaining = [r for r in raws if session.get(RawInput, r.id) is not None]
+        gone = set(result.raw_deleted)
+        remaining = [r for r in raws if r.id not in gone]
         index.delete([r.id for r in remaining])
         for raw in remaining:
             _drop_raw(session, raw)
@@ -314,6 +316,7 @@ def delete_user(db: Database, index: VectorIndex, settings: Settings, user_id: s
             session.execute(delete(model).where(model.user_id == user_id))
         result.events_redacted = session.execute(update(Event).where(Event.user_id == user_id)
                                                   .values(detail=TOMBSTONE)).rowcount
+        session.execute(delete(ApiKey).where(ApiKey.user_id == user_id))  # a deleted user's keys go too
         session.execute(delete(User).where(User.id == user_id))
         result.raw_inputs, result.items, result.nodes = len(raw_ids), len(item_ids), len(node_ids)
     db.scrub()

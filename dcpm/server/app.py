@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import inspect
 import logging
-import secrets
 import tempfile
 from pathlib import Path
 from typing import Annotated
 
-from fastapi import Depends, FastAPI, Header, Query, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -18,7 +17,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.base import BaseHTTPMiddleware
 
 from dcpm import __version__
-from dcpm.errors import DcpmError, Invalid, Unauthorized
+from dcpm.auth import require_admin, require_owner, require_user
+from dcpm.errors import DcpmError, Invalid
 from dcpm.ingest import Turn
 from dcpm.schemas import (
     AddMemoryRequest,
@@ -40,6 +40,8 @@ from dcpm.schemas import (
     UserOut,
 )
 from dcpm.server.admin_routes import admin_router
+from dcpm.server.caller import Caller, current_principal
+from dcpm.server.key_routes import key_router
 from dcpm.server.mem0_routes import mem0_router
 from dcpm.service import MemoryService
 
@@ -79,14 +81,7 @@ def create_app(service: MemoryService) -> FastAPI:
                   description="Long-term memory for LLM assistants: raw turns, facts with supersedes chains, "
                               "LLM-free hybrid search.", **telemetry_off())
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
-    token = settings.api_token.get_secret_value()
-
-    def authorized(authorization: Annotated[str | None, Header()] = None) -> None:
-        if not token:
-            return
-        scheme, _, value = (authorization or "").partition(" ")
-        if scheme.lower() not in ("bearer", "token") or not secrets.compare_digest(value.strip(), token):
-            raise Unauthorized("missing or wrong API token (send 'Authorization: Bearer <token>')")
+    app.state.service = service  # read by dcpm.server.caller to authenticate each request
 
     @app.exception_handler(DcpmError)
     async def _dcpm_error(_: Request, exc: DcpmError) -> JSONResponse:
@@ -105,7 +100,9 @@ def create_app(service: MemoryService) -> FastAPI:
             problems.append(f"{where}: {error.get('msg')}" if where else str(error.get("msg")))
         return JSONResponse(error_body("invalid", "; ".join(problems) or "invalid request"), status_code=422)
 
-    guarded = [Depends(authorized)]
+    # Every route but /healthz, the /admin page shell and the OpenAPI pages needs a credential once
+    # access control is on (dcpm.auth); each route then checks the caller's scope in one line.
+    guarded = [Depends(current_principal)]
 
     @app.get("/healthz", tags=["operations"])
     def healthz() -> dict:
@@ -114,88 +111,107 @@ def create_app(service: MemoryService) -> FastAPI:
 
     @app.post("/v1/memories", response_model=AddMemoryResponse, status_code=201, dependencies=guarded,
               tags=["memories"], responses={202: {"model": AddMemoryResponse}})
-    def add_memory(request: AddMemoryRequest) -> JSONResponse:
+    def add_memory(request: AddMemoryRequest, caller: Caller) -> JSONResponse:
         """Remember turns. They are stored verbatim before anything else and searchable at once."""
+        require_user(caller, request.user_id)
         result = service.add_memory(request)
         status = 202 if result.status == "pending" else 201  # 202: stored, extraction still to come
         return JSONResponse(result.model_dump(mode="json"), status_code=status)
 
     @app.post("/v1/search", response_model=SearchResponse, dependencies=guarded, tags=["memories"])
-    def search(request: SearchRequest) -> SearchResponse:
+    def search(request: SearchRequest, caller: Caller) -> SearchResponse:
         """Hybrid search over one user's memories; never calls an LLM."""
+        require_user(caller, request.user_id)
         return service.search(request)
 
     @app.get("/v1/users", response_model=list[UserOut], dependencies=guarded, tags=["inspection"])
-    def users() -> list[UserOut]:
-        return service.users()
+    def users(caller: Caller) -> list[UserOut]:
+        """Users with stored memories; an API key sees only its own user."""
+        return service.users(only=caller.user_id)
 
     @app.get("/v1/users/{user_id}/items", response_model=ListResponse, dependencies=guarded, tags=["inspection"])
-    def items(user_id: str, kind: str | None = None, limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    def items(user_id: str, caller: Caller, kind: str | None = None,
+              limit: Annotated[int, Query(ge=1, le=1000)] = 50,
               offset: Annotated[int, Query(ge=0)] = 0) -> ListResponse:
         """A user's items (facts, identity, summaries), or raw inputs with `kind=raw`."""
+        require_user(caller, user_id)
         return service.list_memories(user_id, kind=kind, limit=limit, offset=offset)
 
     @app.get("/v1/items/{memory_id}", response_model=ItemOut | RawOut, dependencies=guarded, tags=["inspection"])
-    def item(memory_id: str) -> ItemOut | RawOut:
+    def item(memory_id: str, caller: Caller) -> ItemOut | RawOut:
         """One item with its chain and revisions, or one raw input."""
+        require_owner(caller, service.owner_of(memory_id), memory_id)
         return service.get(memory_id)
 
     @app.get("/v1/items/{memory_id}/history", response_model=HistoryResponse, dependencies=guarded,
              tags=["inspection"])
-    def history(memory_id: str) -> HistoryResponse:
+    def history(memory_id: str, caller: Caller) -> HistoryResponse:
         """Every event of an item and its chain: created, updated (before/after), superseded."""
+        require_owner(caller, service.owner_of(memory_id), memory_id)
         return service.history(memory_id)
 
     @app.post("/v1/import", response_model=ImportBatchResult, dependencies=guarded, tags=["operations"])
-    def import_batch(batch: ImportBatch) -> ImportBatchResult:
+    def import_batch(batch: ImportBatch, caller: Caller) -> ImportBatchResult:
         """One batch of `dcpm import`; ids are deterministic, so re-sent turns are skipped."""
+        require_user(caller, batch.user_id)
         turns = [Turn(text=t.text, role=t.role, speaker=t.speaker, session_id=t.session_id, timestamp=t.timestamp,
                       metadata=t.metadata, id=t.id) for t in batch.turns]
         return ImportBatchResult(imported=service.import_turns(batch.user_id, turns))
 
     @app.post("/v1/admin/reindex", dependencies=guarded, tags=["operations"])
-    def reindex() -> dict:
+    def reindex(caller: Caller) -> dict:
         """Rebuild the vector index from the relational store."""
+        require_admin(caller)
         return {"points": service.reindex()}
 
     @app.post("/v1/admin/backfill", dependencies=guarded, tags=["operations"])
-    def backfill() -> dict:
+    def backfill(caller: Caller) -> dict:
         """Process every pending input now (after an LLM was configured)."""
+        require_admin(caller)
         return {"processed": service.backfill()}
 
     @app.post("/v1/admin/consolidate", response_model=JobOut, status_code=202, dependencies=guarded,
               tags=["consolidation"])
-    def consolidate(request: ConsolidateRequest) -> JobOut:
+    def consolidate(request: ConsolidateRequest, caller: Caller) -> JobOut:
         """Start System 2 for one user or all users; the daemon keeps serving meanwhile."""
+        require_admin(caller)
         return service.consolidate(request)
 
     @app.get("/v1/admin/consolidate/{job_id}", response_model=JobOut, dependencies=guarded, tags=["consolidation"])
-    def consolidation_job(job_id: str) -> JobOut:
+    def consolidation_job(job_id: str, caller: Caller) -> JobOut:
         """Progress of a consolidation job, read from its run records."""
+        require_admin(caller)
         return service.consolidation_job(job_id)
 
     @app.get("/v1/admin/runs", response_model=list[RunOut], dependencies=guarded, tags=["consolidation"])
-    def runs(user_id: str | None = None, limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> list[RunOut]:
+    def runs(caller: Caller, user_id: str | None = None,
+             limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> list[RunOut]:
+        require_admin(caller)
         return service.runs(user_id, limit)
 
     @app.get("/v1/users/{user_id}/consent", response_model=ConsentOut, dependencies=guarded, tags=["consolidation"])
-    def get_consent(user_id: str) -> ConsentOut:
+    def get_consent(user_id: str, caller: Caller) -> ConsentOut:
+        require_user(caller, user_id)
         return service.consent(user_id)
 
     @app.put("/v1/users/{user_id}/consent", response_model=ConsentOut, dependencies=guarded, tags=["consolidation"])
-    def put_consent(user_id: str, update: ConsentUpdate) -> ConsentOut:
+    def put_consent(user_id: str, update: ConsentUpdate, caller: Caller) -> ConsentOut:
         """Switch inferred layers on or off; a layer switched off disappears from search at once."""
+        require_user(caller, user_id)
         return service.consent(user_id, update)
 
     @app.get("/v1/users/{user_id}/graph", response_model=GraphOut, dependencies=guarded, tags=["consolidation"])
-    def graph(user_id: str) -> GraphOut:
+    def graph(user_id: str, caller: Caller) -> GraphOut:
         """The user's schemas, intentions and core schemas with evidence and edges."""
+        require_user(caller, user_id)
         return service.graph(user_id)
 
     @app.get("/v1/admin/users/{user_id}/export", dependencies=guarded, tags=["admin"],
              response_class=Response, responses={200: {"content": {"application/x-ndjson": {}}}})
-    def export_user(user_id: str) -> Response:
-        """Everything of a user as JSONL (first line: the manifest), for `dcpm restore` elsewhere."""
+    def export_user(user_id: str, caller: Caller) -> Response:
+        """Everything of a user as JSONL (first line: the manifest), for `dcpm restore` elsewhere.
+        An API key may export its own user."""
+        require_user(caller, user_id)
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "export.jsonl"
             service.export_user(user_id, path)
@@ -204,8 +220,9 @@ def create_app(service: MemoryService) -> FastAPI:
     @app.post("/v1/admin/restore", dependencies=guarded, tags=["admin"],
               openapi_extra={"requestBody": {"content": {"text/plain": {"schema": {"type": "string"}}},
                                              "required": True}})
-    async def restore(request: Request) -> dict:
+    async def restore(request: Request, caller: Caller) -> dict:
         """Load an export produced by `dcpm export` into this store."""
+        require_admin(caller)
         body = await request.body()
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "restore.jsonl"
@@ -223,11 +240,14 @@ def create_app(service: MemoryService) -> FastAPI:
                             headers={"Content-Security-Policy": "default-src 'self'; script-src 'unsafe-inline'; "
                                                                 "style-src 'unsafe-inline'; connect-src 'self'"})
 
-    @app.get("/metrics", tags=["operations"], include_in_schema=False)
-    def metrics() -> Response:
+    @app.get("/metrics", dependencies=guarded, tags=["operations"], include_in_schema=False)
+    def metrics(caller: Caller) -> Response:
+        """Prometheus metrics; a scraper sends the admin token once access control is on."""
+        require_admin(caller)
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     app.include_router(admin_router(service, guarded))
+    app.include_router(key_router(service, guarded))
     app.include_router(mem0_router(service, guarded))  # the Mem0 platform API, for mem0ai clients
 
     return app

@@ -1,6 +1,7 @@
 """Mem0 platform API on the daemon, so an application built on `mem0ai.MemoryClient(api_key=KEY,
-host="http://127.0.0.1:8420")` works unchanged. The key is dcpm's API token (Mem0 sends
-`Authorization: Token <key>`, which dcpm's auth accepts; any key when no token is set).
+host="http://127.0.0.1:8420")` works unchanged. The key is dcpm's admin token or a user-scoped
+API key, which reaches its own user only (Mem0 sends `Authorization: Token <key>`, which dcpm's
+auth accepts; any key while access control is off, see dcpm.auth).
 
 Routes parse Mem0's shapes, call the service and render Mem0's shapes (dcpm.server.mem0_schemas);
 errors are dcpm's, mapped once by the app. An entity Mem0 has never seen reads as empty, as on
@@ -15,6 +16,7 @@ from typing import Any, Callable, TypeVar
 from fastapi import APIRouter, Query, Request
 
 from dcpm import __version__
+from dcpm.auth import require_owner, require_user
 from dcpm.errors import Invalid, NotFound
 from dcpm.schemas import AddMemoryRequest, SearchRequest
 from dcpm.server.mem0_schemas import (
@@ -41,6 +43,7 @@ from dcpm.server.mem0_schemas import (
     scope_of,
     search_results,
 )
+from dcpm.server.caller import Caller
 from dcpm.service import MemoryService
 
 T = TypeVar("T")
@@ -67,9 +70,10 @@ def mem0_router(service: MemoryService, guarded: list[Any]) -> APIRouter:
         return Mem0Ping(message=f"dcpm {__version__}")
 
     @router.post("/v3/memories/add/", response_model=Mem0AddResponse)
-    def add(body: Mem0AddRequest) -> Mem0AddResponse:
+    def add(body: Mem0AddRequest, caller: Caller) -> Mem0AddResponse:
         """Remember messages; with `infer` (default) facts are extracted before the answer."""
         scope = body.scope()
+        require_user(caller, scope.user_id)
         when = _from_epoch(body.timestamp)
         request = dcpm_request(AddMemoryRequest, user_id=scope.user_id, session_id=scope.run_id, timestamp=when,
                                messages=[m.model_dump(include={"role", "content", "name"}) for m in body.messages],
@@ -77,10 +81,11 @@ def mem0_router(service: MemoryService, guarded: list[Any]) -> APIRouter:
         return add_response(service.add_memory(request), body.infer)
 
     @router.post("/v3/memories/", response_model=Mem0Page)
-    def get_all(body: Mem0ListRequest, request: Request, page: int = Query(1, ge=1),
+    def get_all(body: Mem0ListRequest, request: Request, caller: Caller, page: int = Query(1, ge=1),
                 page_size: int = Query(100, ge=1, le=1000)) -> Mem0Page:
         """A user's memories, oldest first, superseded revisions included unless `latest_only`."""
         scope = body.scope()
+        require_user(caller, scope.user_id)
         if scope.run_id:
             raise Invalid("listing by run_id is not supported; search with a run_id filter instead")
         offset = (page - 1) * page_size
@@ -97,10 +102,11 @@ def mem0_router(service: MemoryService, guarded: list[Any]) -> APIRouter:
                         previous=page_url(request, page - 1, page_size) if page > 1 else None)
 
     @router.post("/v3/memories/search/", response_model=Mem0SearchResponse)
-    def search(body: Mem0SearchRequest) -> Mem0SearchResponse:
+    def search(body: Mem0SearchRequest, caller: Caller) -> Mem0SearchResponse:
         """Hybrid search (no LLM); each result carries dcpm's chain, and `nodes` the schemas and
         intentions the hits surfaced."""
         scope = body.scope()
+        require_user(caller, scope.user_id)
         request = dcpm_request(SearchRequest, user_id=scope.user_id, query=body.query, limit=body.top_k,
                                session_id=scope.run_id, kinds=body.kinds)
         found = unless_unknown_user(lambda: service.search(request), None)
@@ -110,47 +116,54 @@ def mem0_router(service: MemoryService, guarded: list[Any]) -> APIRouter:
                                   nodes=found.nodes, context=found.context)
 
     @router.get("/v1/memories/{memory_id}/", response_model=Mem0Memory)
-    def get(memory_id: str) -> Mem0Memory:
+    def get(memory_id: str, caller: Caller) -> Mem0Memory:
+        require_owner(caller, service.owner_of(memory_id), memory_id)
         return memory_of(service.get(memory_id))
 
     @router.put("/v1/memories/{memory_id}/", response_model=Mem0Updated)
-    def update(memory_id: str, body: Mem0UpdateRequest) -> Mem0Updated:
+    def update(memory_id: str, body: Mem0UpdateRequest, caller: Caller) -> Mem0Updated:
         """New text as an UPDATE revision: the previous text stays in the history."""
+        require_owner(caller, service.owner_of(memory_id), memory_id)
         if body.text is None:
             raise Invalid("dcpm edits a memory's text only: send `text`")
         return Mem0Updated(**memory_of(service.update_memory(memory_id, body.text)).model_dump())
 
     @router.delete("/v1/memories/{memory_id}/", response_model=Mem0Deleted)
-    def delete(memory_id: str, delete_linked: bool = False) -> Mem0Deleted:
+    def delete(memory_id: str, caller: Caller, delete_linked: bool = False) -> Mem0Deleted:
         """Hard delete; `delete_linked` also deletes the revisions this memory superseded."""
+        require_owner(caller, service.owner_of(memory_id), memory_id)
         return Mem0Deleted(**service.delete_memory(memory_id, with_predecessors=delete_linked).model_dump())
 
     @router.get("/v1/memories/{memory_id}/history/", response_model=list[Mem0HistoryEntry])
-    def history(memory_id: str) -> list[Mem0HistoryEntry]:
+    def history(memory_id: str, caller: Caller) -> list[Mem0HistoryEntry]:
         """The memory's whole supersedes chain: ADD, then UPDATEs (in place or by a successor)."""
-        owner = service.get(memory_id).user_id
+        owner = service.owner_of(memory_id)
+        require_owner(caller, owner, memory_id)
         return history_entries(service.history(memory_id), owner)
 
     @router.delete("/v1/memories/", response_model=Mem0DeletedAll)
-    def delete_all(user_id: str | None = None, run_id: str | None = None, agent_id: str | None = None,
-                   app_id: str | None = None, filters: str | None = None) -> Mem0DeletedAll:
+    def delete_all(caller: Caller, user_id: str | None = None, run_id: str | None = None,
+                   agent_id: str | None = None, app_id: str | None = None,
+                   filters: str | None = None) -> Mem0DeletedAll:
         """Everything of one user (dcpm refuses to delete without a user_id)."""
         scope = scope_of(query_filters(filters), user_id=user_id, run_id=run_id, agent_id=agent_id, app_id=app_id)
+        require_user(caller, scope.user_id)
         if scope.run_id:
             raise Invalid("deleting by run_id is not supported; delete a user's memories or one memory")
         nothing = Mem0DeletedAll(user_id=scope.user_id, raw_inputs=0, items=0, nodes=0, events_redacted=0)
         return unless_unknown_user(lambda: Mem0DeletedAll(**service.delete_user(scope.user_id).model_dump()), nothing)
 
     @router.get("/v1/entities/", response_model=Mem0Entities)
-    def entities() -> Mem0Entities:
-        """Users with memories (dcpm has no agents, apps or runs as entities)."""
-        return entities_of(service.users())
+    def entities(caller: Caller) -> Mem0Entities:
+        """Users with memories (dcpm has no agents, apps or runs as entities); an API key sees its own."""
+        return entities_of(service.users(only=caller.user_id))
 
     @router.delete("/v2/entities/{entity_type}/{name}/", response_model=Mem0DeletedAll)
-    def delete_entity(entity_type: str, name: str) -> Mem0DeletedAll:
+    def delete_entity(entity_type: str, name: str, caller: Caller) -> Mem0DeletedAll:
         """MemoryClient.delete_users and reset come here, one entity at a time."""
         if entity_type != "user":
             raise Invalid(f"dcpm has users only, no {entity_type} entities")
+        require_user(caller, name)
         return Mem0DeletedAll(**service.delete_user(name).model_dump(), message="Entity deleted successfully!")
 
     return router

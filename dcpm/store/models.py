@@ -239,3 +239,19 @@ class Consent(Base):
     intentions: Mapped[bool] = mapped_column(default=True)
     core_schemas: Mapped[bool] = mapped_column(default=False)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ApiKey(Base):
+    """A user-scoped API key (dcpm.auth). Only the key's SHA-256 is kept; the plaintext is shown
+    once, when the key is created."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    prefix: Mapped[str] = mapped_column(String(16), unique=True)  # shown to humans: `dcpm_<prefix>_...`
+    hash: Mapped[str] = mapped_column(String(64), unique=True)  # hex SHA-256 of the whole key
+    user_id: Mapped[str] = mapped_column(String(128), index=True)  # the one user the key may act for
+    label: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    last_used_at: Mapped[datetime | None]
+    revoked_at: Mapped[datetime | None]

@@ -18,13 +18,14 @@ from dcpm.service import MemoryService
 from dcpm.testing.scripted_llm import LLMServer
 
 FUZZ_EXAMPLES = 20  # per operation: a bounded run that fits CI
+ADMIN_TOKEN = "fuzz-admin"  # sent with every case: keys the fuzzer creates must not lock it out
 
 
 @pytest.fixture(scope="module")
 def fuzzed_app(tmp_path_factory, embedder):
     with LLMServer() as llm:
         settings = Settings(data_dir=tmp_path_factory.mktemp("fuzz"), llm_base_url=llm.url, llm_model="scripted",
-                            llm_retry_base_seconds=0.01)
+                            llm_retry_base_seconds=0.01, api_token=ADMIN_TOKEN)
         service = MemoryService(settings, embedder=embedder)
         service.add_memory(AddMemoryRequest(user_id="ana", text="Ana keeps bees on her allotment"))
         yield create_app(service)
@@ -41,7 +42,7 @@ def test_no_operation_answers_5xx_or_breaks_its_schema(fuzzed_app):
         @settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
         @given(case=operation.as_strategy())
         def fuzz(case):
-            case.call_and_validate(checks=checks)
+            case.call_and_validate(checks=checks, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
 
         fuzz()
 

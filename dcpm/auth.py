@@ -1,0 +1,185 @@
+"""Access control: who a request comes from, and what they may reach.
+
+Two kinds of credential, sent as `Authorization: Bearer <credential>` (or `Token <credential>`,
+what Mem0 clients send):
+- the admin token (`api_token` in settings) may do everything;
+- an API key (`dcpm keys create --user U`) acts for its one user: that user's memories and
+  nothing else, no admin operation. An assistant back end holds a key per user it serves.
+
+With neither an admin token nor any key in the store the daemon is open, as suits one operator
+on one machine. A revoked key still counts as a key, so revoking the last one never opens a
+daemon that used to require credentials.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from dcpm.config import Settings
+from dcpm.errors import Forbidden, Invalid, NotFound, StorageFull, Unauthorized
+from dcpm.schemas import ApiKeyOut, NewApiKey, check_user_id
+from dcpm.store.db import Database
+from dcpm.store.models import ApiKey, utcnow
+
+log = logging.getLogger("dcpm.auth")
+
+KEY_SCHEME = "dcpm"  # keys read `dcpm_<prefix>_<secret>`
+PREFIX_HEX_CHARS = 8
+SECRET_BYTES = 32
+SCHEMES = ("bearer", "token")
+LAST_USED_RESOLUTION = timedelta(minutes=1)  # a key's last use is written at most this often
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a request acts as: the admin, or an API key scoped to one user."""
+
+    user_id: str | None = None  # None: the admin, who may act for every user
+    key_id: str | None = None
+
+    @property
+    def is_admin(self) -> bool:
+        return self.user_id is None
+
+
+ADMIN = Principal()
+
+
+def key_hash(key: str) -> str:
+    """Hex SHA-256 of a whole key. A fast unsalted hash is enough here, unlike for passwords: a key
+    holds 32 random bytes from `secrets`, so no amount of guessing finds one from its hash, and
+    a plain digest lets each request find its key with one indexed lookup."""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def new_key() -> tuple[str, str]:
+    """A fresh key and its prefix (the part shown to humans): `dcpm_<prefix>_<secret>`."""
+    prefix = secrets.token_hex(PREFIX_HEX_CHARS // 2)
+    return prefix, f"{KEY_SCHEME}_{prefix}_{secrets.token_urlsafe(SECRET_BYTES)}"
+
+
+def credential(header: str | None) -> str | None:
+    """The credential of an Authorization header (`Bearer X` or `Token X`); None otherwise."""
+    scheme, _, value = (header or "").partition(" ")
+    value = value.strip()
+    return value if scheme.lower() in SCHEMES and value else None
+
+
+def authenticate(header: str | None, settings: Settings, db: Database) -> Principal:
+    """The principal an Authorization header proves; Unauthorized when access control is on
+    (an admin token is set or a key exists) and the header proves nothing."""
+    token = settings.api_token.get_secret_value()
+    if not token and not keys_exist(db):
+        return ADMIN
+    value = credential(header)
+    if value is None:
+        raise Unauthorized("missing credential: send 'Authorization: Bearer <admin token or API key>'")
+    if token and secrets.compare_digest(value.encode("utf-8"), token.encode("utf-8")):
+        return ADMIN
+    # Looking the key up by its hash leaks nothing by timing: a caller cannot steer a SHA-256.
+    with db.session() as session:
+        key = session.scalar(select(ApiKey).where(ApiKey.hash == key_hash(value)))
+    if key is None:
+        raise Unauthorized("wrong admin token or unknown API key")
+    if key.revoked_at is not None:
+        log.warning("refused revoked API key %s (user %s)", key.prefix, key.user_id)
+        raise Unauthorized(f"API key {key.prefix} has been revoked")
+    _note_use(db, key)
+    return Principal(user_id=key.user_id, key_id=key.id)
+
+
+def require_user(principal: Principal, user_id: str) -> None:
+    """The caller may act for `user_id`: the admin may act for anyone, a key for its user only."""
+    if not principal.is_admin and principal.user_id != user_id:
+        raise Forbidden(f"this API key acts for user {principal.user_id!r} only, not {user_id!r}")
+
+
+def require_owner(principal: Principal, owner: str, record_id: str, what: str = "memory") -> None:
+    """The caller may reach a record (a memory, a graph node) owned by `owner`. Another user's
+    record reads exactly like a missing one, so a key cannot learn which ids exist for others."""
+    if not principal.is_admin and principal.user_id != owner:
+        raise NotFound(f"no {what} with id {record_id}")
+
+
+def require_admin(principal: Principal) -> None:
+    if not principal.is_admin:
+        raise Forbidden("this needs the admin token; an API key acts for its one user only")
+
+
+def keys_exist(db: Database) -> bool:
+    with db.session() as session:
+        return session.scalar(select(ApiKey.id).limit(1)) is not None
+
+
+def _note_use(db: Database, key: ApiKey) -> None:
+    """Record when a key was last used; a store that cannot take the write must not refuse the
+    request, so a failure is logged and the request goes on."""
+    now = utcnow()
+    if key.last_used_at is not None and now - key.last_used_at < LAST_USED_RESOLUTION:
+        return
+    try:
+        with db.session() as session:
+            session.execute(update(ApiKey).where(ApiKey.id == key.id).values(last_used_at=now))
+    except (StorageFull, OperationalError) as exc:
+        log.warning("could not record the use of API key %s: %s", key.prefix, exc)
+
+
+class KeyStore:
+    """The API keys in the relational store: what `dcpm keys` and /v1/admin/keys manage. Only a
+    key's hash is stored; `create_key` returns the plaintext this once."""
+
+    def __init__(self, db: Database):
+        self.db = db
+
+    def create_key(self, user_id: str, label: str | None = None) -> NewApiKey:
+        try:
+            check_user_id(user_id)
+        except ValueError as exc:
+            raise Invalid(str(exc)) from None
+        if label is not None and len(label) > 200:
+            raise Invalid("label: at most 200 characters")
+        for _ in range(3):  # a prefix collision (one in 4 billion) just draws again
+            prefix, key = new_key()
+            try:
+                with self.db.session() as session:
+                    row = ApiKey(prefix=prefix, hash=key_hash(key), user_id=user_id, label=label,
+                                 created_at=utcnow())
+                    session.add(row)
+            except IntegrityError:
+                continue
+            log.info("created API key %s for user %s", prefix, user_id)
+            return NewApiKey(**key_out(row).model_dump(), key=key)
+        raise Invalid("could not draw a unique key prefix; try again")
+
+    def api_keys(self, user_id: str | None = None) -> list[ApiKeyOut]:
+        """Every key (or one user's), oldest first, revoked ones included."""
+        query = select(ApiKey).order_by(ApiKey.created_at, ApiKey.id)
+        if user_id is not None:
+            query = query.where(ApiKey.user_id == user_id)
+        with self.db.session() as session:
+            return [key_out(row) for row in session.scalars(query)]
+
+    def revoke_key(self, key_ref: str) -> ApiKeyOut:
+        """Revoke a key named by its id or its prefix (`3f9a0c1e` or `dcpm_3f9a0c1e...`); revoking
+        a revoked key changes nothing."""
+        prefix = key_ref.removeprefix(f"{KEY_SCHEME}_").split("_", 1)[0]
+        with self.db.session() as session:
+            row = session.scalar(select(ApiKey).where(or_(ApiKey.id == key_ref, ApiKey.prefix == prefix)))
+            if row is None:
+                raise NotFound(f"no API key with id or prefix {key_ref!r}")
+            if row.revoked_at is None:
+                row.revoked_at = utcnow()
+                log.info("revoked API key %s of user %s", row.prefix, row.user_id)
+            return key_out(row)
+
+
+def key_out(row: ApiKey) -> ApiKeyOut:
+    return ApiKeyOut(id=row.id, prefix=row.prefix, user_id=row.user_id, label=row.label, created_at=row.created_at,
+                     last_used_at=row.last_used_at, revoked_at=row.revoked_at)
