@@ -250,7 +250,8 @@ def import_file(path: Path,
     started = time.perf_counter()
     with memory() as mem, _progress() as bar:
         task = bar.add_task(f"importing {path.name}", total=len(lines))
-        imported = import_lines(mem.import_turns, lines, batch_size or settings.import_batch_size,
+        size = min(batch_size or settings.import_batch_size, settings.max_messages)
+        imported = import_lines(mem.import_turns, lines, size,
                                 lambda n: bar.advance(task, n))
     seconds = time.perf_counter() - started
     report = {"read": len(lines), "imported": imported, "skipped": len(lines) - imported,

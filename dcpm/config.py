@@ -112,7 +112,7 @@ class Settings(BaseSettings):
     max_metadata_bytes: int = 16_384
     max_body_bytes: int = 16_000_000
     min_free_disk_mb: int = 256  # writes are refused below this much free space in data_dir
-    import_batch_size: int = 256
+    import_batch_size: int = 200  # turns per embedding batch in `dcpm import` (at most max_messages)
     context_token_budget: int = 1_000
 
     @classmethod

@@ -88,16 +88,21 @@ class FlagDenseEmbedder:
         import torch
 
         model = model or self.model
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        # Batches of similar length waste little on padding (about twice the throughput on import).
+        order = np.argsort([len(text) for text in texts], kind="stable")
         rows = []
         with torch.inference_mode():
             for start in range(0, len(texts), self.batch_size):
-                batch = self.tokenizer(texts[start:start + self.batch_size], padding=True, truncation=True,
-                                       max_length=MAX_TOKENS, return_tensors="pt").to(self.device)
+                chunk = [texts[n] for n in order[start:start + self.batch_size]]
+                batch = self.tokenizer(chunk, padding=True, truncation=True, max_length=MAX_TOKENS,
+                                       return_tensors="pt").to(self.device)
                 hidden = model(**batch, return_dict=True).last_hidden_state
                 rows.append(pool(hidden, batch["attention_mask"], self.pooling).float().cpu().numpy())
-        if not rows:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return np.concatenate(rows).astype(np.float32)
+        vectors = np.empty((len(texts), self.dim), dtype=np.float32)
+        vectors[order] = np.concatenate(rows)
+        return vectors
 
 
 def pool(hidden, mask, method: str):  # type: ignore[no-untyped-def]

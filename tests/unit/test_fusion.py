@@ -29,3 +29,12 @@ def test_no_sparse_candidates_falls_back_to_dense_only():
 
 def test_empty_inputs_give_no_hits():
     assert fuse({}, {}, alpha=0.7) == []
+
+
+def test_lexical_scores_span_their_full_range_and_a_missed_candidate_gets_the_floor():
+    # Scaling over lexical hits only: the best hit gets full lexical credit, the weakest hit and a
+    # candidate the lexical retriever never returned both get none (raw zeros do not squeeze it).
+    dense = {"a": 0.50, "b": 0.50, "c": 0.10}
+    sparse = {"b": 2.0, "c": 4.0}
+    fused = {f.id: round(f.score, 6) for f in fuse(dense, sparse, alpha=0.7)}
+    assert fused == {"a": 0.7, "b": 0.7, "c": 0.3}
