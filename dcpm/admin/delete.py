@@ -49,7 +49,7 @@ from dcpm.store.models import (
 TOMBSTONE = {"deleted": True}
 # Rows a user owns outright, children before parents; edges, revisions and evidence go first by
 # their own keys, and events are redacted, not deleted. A new table with a user_id belongs here.
-USER_OWNED = (Node, Item, RawInput, Consent, ConsolidationRun, ClusterDone)
+USER_OWNED = (Node, Item, RawInput, Consent, ConsolidationRun, ClusterDone, ApiKey)  # a deleted user's keys go too
 
 
 @dataclass(frozen=True)
@@ -316,7 +316,6 @@ def delete_user(db: Database, index: VectorIndex, settings: Settings, user_id: s
             session.execute(delete(model).where(model.user_id == user_id))
         result.events_redacted = session.execute(update(Event).where(Event.user_id == user_id)
                                                   .values(detail=TOMBSTONE)).rowcount
-        session.execute(delete(ApiKey).where(ApiKey.user_id == user_id))  # a deleted user's keys go too
         session.execute(delete(User).where(User.id == user_id))
         result.raw_inputs, result.items, result.nodes = len(raw_ids), len(item_ids), len(node_ids)
     db.scrub()
