@@ -265,10 +265,14 @@ def import_file(path: Path,
 
 @app.command()
 def items(user: str, kind: Annotated[Optional[str], typer.Option(help="raw, fact, identity or summary.")] = None,
+          status: Annotated[Optional[str], typer.Option(help="current or superseded (raw: pending, done, ...).")] = None,
+          topic: Annotated[Optional[str], typer.Option(help="Life domain, e.g. food.")] = None,
+          since: Annotated[Optional[datetime], typer.Option(help="Only what started to hold since this date.")] = None,
           limit: int = 50, offset: int = 0, as_json: JsonFlag = False) -> None:
     """List USER's items (or raw inputs with --kind raw)."""
     with memory() as mem:
-        result = mem.list_memories(user, kind=kind, limit=limit, offset=offset)
+        result = mem.list_memories(user, kind=kind, limit=limit, offset=offset, status=status, topic=topic,
+                                   since=since)
     if as_json:
         return _dump(result)
     table = Table(show_edge=False, title=f"{result.total} {kind or 'item'}(s) of {user}")
@@ -298,11 +302,27 @@ def users(as_json: JsonFlag = False) -> None:
 
 @app.command()
 def show(memory_id: str, as_json: JsonFlag = False) -> None:
-    """One memory: an item with its chain and revisions, or a raw input."""
+    """One memory (an item with its chain and revisions, or a raw input), or a graph node with its
+    evidence and edges."""
+    from dcpm.errors import NotFound
+
     with memory() as mem:
-        entry = mem.get(memory_id)
+        try:
+            entry = mem.get(memory_id)
+        except NotFound:
+            entry = mem.node(memory_id)
     if as_json:
         return _dump(entry)
+    if hasattr(entry, "evidence"):
+        out.print(f"[bold]{entry.kind}[/bold] {entry.id} ({entry.domain}, user {entry.user_id}, {entry.status})")
+        out.print(entry.text)
+        if entry.behavior:
+            out.print(f"  behaviour: {entry.behavior}")
+        for item in entry.evidence:
+            out.print(f"  <- {item.kind} {item.id}: {item.text}{'' if item.current else ' (superseded)'}")
+        for edge in entry.edges:
+            out.print(f"  {edge.source} -{edge.type}-> {edge.target}")
+        return
     out.print(f"[bold]{entry.kind}[/bold] {entry.id} (user {entry.user_id})")
     out.print(entry.text)
     if entry.kind == "raw":

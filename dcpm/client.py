@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 from urllib.parse import quote
 from typing import Any
@@ -32,6 +33,7 @@ from dcpm.schemas import (
     ImportTurn,
     ItemOut,
     ListResponse,
+    NodeOut,
     NewApiKey,
     RawOut,
     SearchRequest,
@@ -74,10 +76,15 @@ class Client:
         body = request.model_dump(mode="json", exclude_none=True)
         return SearchResponse.model_validate(self._call("POST", "/v1/search", json=body))
 
-    def list_memories(self, user_id: str, kind: str | None = None, limit: int = 50, offset: int = 0) -> ListResponse:
+    def list_memories(self, user_id: str, kind: str | None = None, limit: int = 50, offset: int = 0,
+                      status: str | None = None, topic: str | None = None,
+                      since: datetime | None = None) -> ListResponse:
         params: dict[str, Any] = {"limit": limit, "offset": offset}
-        if kind:
-            params["kind"] = kind
+        for key, value in (("kind", kind), ("status", status), ("topic", topic)):
+            if value:
+                params[key] = value
+        if since:
+            params["since"] = since.isoformat()
         return ListResponse.model_validate(self._call("GET", f"/v1/users/{user_id}/items", params=params))
 
     def get(self, memory_id: str) -> ItemOut | RawOut:
@@ -106,6 +113,9 @@ class Client:
 
     def delete_chain(self, memory_id: str) -> DeleteResponse:
         return DeleteResponse.model_validate(self._call("DELETE", f"/v1/items/{memory_id}", params={"chain": "true"}))
+
+    def node(self, node_id: str) -> NodeOut:
+        return NodeOut.model_validate(self._call("GET", f"/v1/nodes/{node_id}"))
 
     def delete_node(self, node_id: str) -> DeleteResponse:
         return DeleteResponse.model_validate(self._call("DELETE", f"/v1/nodes/{node_id}"))

@@ -314,6 +314,28 @@ class GraphEdgeOut(BaseModel):
     type: str
 
 
+class EvidenceOut(BaseModel):
+    id: str
+    kind: str
+    text: str
+    current: bool
+
+
+class NodeOut(BaseModel):
+    """A graph node with the items supporting it and its edges (`dcpm show NODE_ID`)."""
+
+    id: str
+    kind: str
+    user_id: str
+    domain: str | None
+    text: str
+    status: str
+    behavior: str | None
+    created_at: datetime
+    evidence: list[EvidenceOut]
+    edges: list[GraphEdgeOut]
+
+
 class GraphOut(BaseModel):
     user_id: str
     nodes: list[GraphNodeOut]

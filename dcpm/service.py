@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
@@ -26,7 +27,7 @@ from dcpm.datadir import ensure_free_space
 from dcpm.embedding import Embedder, load_embedder
 from dcpm.errors import Invalid, NotFound, Unavailable
 from dcpm.index import open_index
-from dcpm.ingest import Turn, check_turns, persist_turns
+from dcpm.ingest import Turn, as_utc, check_turns, persist_turns
 from dcpm.llm import LLMClient
 from dcpm.maintenance import IndexMaintenance
 from dcpm.recovery import RecoveryLoop
@@ -39,8 +40,11 @@ from dcpm.schemas import (
     ConsolidateRequest,
     DeleteResponse,
     DeleteUserResponse,
+    EvidenceOut,
+    GraphEdgeOut,
     GraphOut,
     JobOut,
+    NodeOut,
     RunOut,
     HistoryEvent,
     HistoryResponse,
@@ -55,7 +59,7 @@ from dcpm.schemas import (
     check_user_id,
 )
 from dcpm.store.db import Database
-from dcpm.store.models import Event, Item, ItemRevision, Node, RawInput, User
+from dcpm.store.models import Edge, Event, Evidence, Item, ItemRevision, Node, RawInput, User
 from dcpm.writer import Writer
 
 log = logging.getLogger("dcpm.service")
@@ -172,21 +176,40 @@ class MemoryService:
         encoder = self.query_encoder if request.associative else self.frozen_encoder
         return reader.search(self.db, self.index, encoder, self.settings, request)
 
-    def list_memories(self, user_id: str, kind: str | None = None, limit: int = 50, offset: int = 0) -> ListResponse:
+    def list_memories(self, user_id: str, kind: str | None = None, limit: int = 50, offset: int = 0,
+                      status: str | None = None, topic: str | None = None,
+                      since: datetime | None = None) -> ListResponse:
+        """A user's items (or raw turns with kind="raw"), oldest first. `status` is current or
+        superseded for items, raw / pending / done / failed for turns; `since` compares the time
+        the belief started to hold (or the turn was said)."""
         self._require_user(user_id)
         if limit < 1 or limit > 1000 or offset < 0:
             raise Invalid("limit must be 1..1000 and offset >= 0")
+        since = as_utc(since) if since else None
         with self.db.session() as session:
             if kind == "raw":
                 query = select(RawInput).where(RawInput.user_id == user_id)
+                if status:
+                    query = query.where(RawInput.status == status)
+                if since:
+                    query = query.where(RawInput.timestamp >= since)
                 total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
                 rows = session.scalars(query.order_by(RawInput.timestamp, RawInput.position).offset(offset).limit(limit))
                 return ListResponse(user_id=user_id, total=total, items=[raw_out(r) for r in rows])
             if kind is not None and kind not in ITEM_KINDS:
                 raise Invalid(f"unknown kind {kind!r}; use one of raw, {', '.join(ITEM_KINDS)}")
+            if status not in (None, "current", "superseded"):
+                raise Invalid("status of items is current or superseded (raw turns: raw, pending, done, failed)")
             query = select(Item).where(Item.user_id == user_id)
             if kind:
                 query = query.where(Item.kind == kind)
+            if status:
+                query = query.where(Item.superseded_by_id.is_(None) if status == "current"
+                                    else Item.superseded_by_id.is_not(None))
+            if topic:
+                query = query.where(Item.topic == topic)
+            if since:
+                query = query.where(Item.valid_from >= since)
             total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
             rows = session.scalars(query.order_by(Item.valid_from, Item.created_at).offset(offset).limit(limit))
             return ListResponse(user_id=user_id, total=total, items=[item_out(i) for i in rows])
@@ -225,6 +248,21 @@ class MemoryService:
     def owner_of(self, memory_id: str) -> str:
         """The user a memory (item or raw turn) belongs to; Invalid for a non-id, NotFound if absent."""
         return admin_delete.owner_of(self.db, memory_id)
+
+    def node(self, node_id: str) -> NodeOut:
+        """A schema / intention / core-schema node with its evidence and edges."""
+        with self.db.session() as session:
+            node = session.get(Node, node_id)
+            if node is None:
+                raise NotFound(f"no graph node with id {node_id}")
+            evidence = list(session.scalars(select(Item).join(Evidence, Evidence.item_id == Item.id)
+                                            .where(Evidence.node_id == node_id).order_by(Item.valid_from)))
+            edges = list(session.scalars(select(Edge).where((Edge.source_id == node_id) | (Edge.target_id == node_id))))
+            return NodeOut(id=node.id, kind=node.kind, user_id=node.user_id, domain=node.domain, text=node.text,
+                           status=node.status, behavior=node.behavior, created_at=node.created_at,
+                           evidence=[EvidenceOut(id=i.id, kind=i.kind, text=i.text, current=i.is_current)
+                                     for i in evidence],
+                           edges=[GraphEdgeOut(source=e.source_id, target=e.target_id, type=e.type) for e in edges])
 
     def node_owner(self, node_id: str) -> str:
         """The user a graph node belongs to; NotFound if absent."""

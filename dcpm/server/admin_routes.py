@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from dcpm.auth import require_owner, require_user
-from dcpm.schemas import DeleteResponse, DeleteUserResponse, HistoryEvent, ItemOut, UpdateMemoryRequest
+from dcpm.schemas import DeleteResponse, DeleteUserResponse, HistoryEvent, ItemOut, NodeOut, UpdateMemoryRequest
 from dcpm.server.caller import Caller
 from dcpm.service import MemoryService
 
@@ -26,6 +26,12 @@ def admin_router(service: MemoryService, guarded: list[Any]) -> APIRouter:
         if chain:
             return service.delete_chain(memory_id)
         return service.delete_memory(memory_id, with_predecessors=with_predecessors)
+
+    @router.get("/v1/nodes/{node_id}", response_model=NodeOut)
+    def node(node_id: str, caller: Caller) -> NodeOut:
+        """A graph node with the items supporting it and its edges."""
+        require_owner(caller, service.node_owner(node_id), node_id, what="graph node")
+        return service.node(node_id)
 
     @router.delete("/v1/nodes/{node_id}", response_model=DeleteResponse)
     def delete_node(node_id: str, caller: Caller) -> DeleteResponse:

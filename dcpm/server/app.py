@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from datetime import datetime
 import logging
 import tempfile
 from pathlib import Path
@@ -132,10 +133,13 @@ def create_app(service: MemoryService) -> FastAPI:
     @app.get("/v1/users/{user_id}/items", response_model=ListResponse, dependencies=guarded, tags=["inspection"])
     def items(user_id: str, caller: Caller, kind: str | None = None,
               limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-              offset: Annotated[int, Query(ge=0)] = 0) -> ListResponse:
-        """A user's items (facts, identity, summaries), or raw inputs with `kind=raw`."""
+              offset: Annotated[int, Query(ge=0)] = 0, status: str | None = None, topic: str | None = None,
+              since: datetime | None = None) -> ListResponse:
+        """A user's items (facts, identity, summaries), or raw inputs with `kind=raw`; filter by
+        status (current / superseded; for turns raw / pending / done / failed), topic, since."""
         require_user(caller, user_id)
-        return service.list_memories(user_id, kind=kind, limit=limit, offset=offset)
+        return service.list_memories(user_id, kind=kind, limit=limit, offset=offset, status=status, topic=topic,
+                                     since=since)
 
     @app.get("/v1/items/{memory_id}", response_model=ItemOut | RawOut, dependencies=guarded, tags=["inspection"])
     def item(memory_id: str, caller: Caller) -> ItemOut | RawOut:

@@ -175,3 +175,15 @@ def test_dry_run_reports_clusters_without_llm_or_writes(svc, llm):
     report = consolidate_user(svc.consolidation.engine, "ana", dry_run=True)
     assert report.counts["cluster_sizes"] == [4, 4] and llm.script.calls == []
     assert nodes(svc)[0] == []
+
+
+def test_show_a_node_with_its_evidence_and_filter_items(svc):
+    running = remember(svc, RUNNING, "fitness")
+    remember(svc, BAKING, "food")
+    consolidate(svc)
+    node_id = next(n.id for n in svc.graph("ana").nodes if n.domain == "fitness")
+    node = svc.node(node_id)
+    assert node.text == SCHEMA_TEXT["fitness"] and sorted(e.id for e in node.evidence) == sorted(running)
+    assert svc.list_memories("ana", topic="food").total == len(BAKING)
+    assert svc.list_memories("ana", status="superseded").total == 0
+    assert svc.list_memories("ana", status="current", topic="fitness").total == len(RUNNING)
