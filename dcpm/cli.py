@@ -56,14 +56,13 @@ def _settings():  # type: ignore[no-untyped-def]
 @contextmanager
 def memory() -> Iterator[Any]:
     """The daemon's client when one serves this data directory, else the store opened here."""
-    from dcpm.datadir import DataDirLock, running_daemon_url
+    from dcpm.client import daemon_client
+    from dcpm.datadir import DataDirLock
 
     settings = _settings()
-    url = running_daemon_url(settings.data_dir)
-    if url:
-        from dcpm.client import Client
-
-        with Client(url, token=settings.api_token.get_secret_value() or None) as client:
+    client = daemon_client(settings)
+    if client is not None:
+        with client:
             yield client
         return
     from dcpm.service import MemoryService

@@ -21,14 +21,12 @@ app.add_typer(keys_app, name="keys")
 @contextmanager
 def key_store() -> Iterator[Any]:
     """The daemon's client when one serves this data directory, else the key records opened here."""
-    from dcpm.datadir import running_daemon_url
+    from dcpm.client import daemon_client
 
     settings = _settings()
-    url = running_daemon_url(settings.data_dir)
-    if url:
-        from dcpm.client import Client
-
-        with Client(url, token=settings.api_token.get_secret_value() or None) as client:
+    client = daemon_client(settings)
+    if client is not None:
+        with client:
             yield client
         return
     from dcpm.auth import KeyStore

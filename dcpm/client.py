@@ -192,3 +192,12 @@ class Client:
 
     def __exit__(self, *_: Any) -> None:
         self.close()
+
+
+def daemon_client(settings: Any) -> Client | None:
+    """A client for the daemon that serves `settings.data_dir` right now, if one does (the
+    embedded vector store belongs to one process, so everyone else goes through its API)."""
+    from dcpm.datadir import running_daemon_url
+
+    url = running_daemon_url(settings.data_dir)
+    return Client(url, token=settings.api_token.get_secret_value() or None) if url else None

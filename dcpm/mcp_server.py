@@ -181,14 +181,13 @@ def build_server(memory: Memory, *, user_id: str | None = None, allow_delete: bo
 def open_memory(settings: Settings) -> Iterator[Memory]:
     """The daemon's client when one serves this data directory, else the store opened here (which
     then holds the data directory's lock while the MCP server runs)."""
-    from dcpm.datadir import DataDirLock, running_daemon_url
+    from dcpm.client import daemon_client
+    from dcpm.datadir import DataDirLock
 
-    url = running_daemon_url(settings.data_dir)
-    if url:
-        from dcpm.client import Client
-
-        log.info("using the daemon at %s", url)
-        with Client(url, token=settings.api_token.get_secret_value() or None) as client:
+    client = daemon_client(settings)
+    if client is not None:
+        log.info("using the daemon that serves %s", settings.data_dir)
+        with client:
             yield client
         return
     from dcpm.service import MemoryService
