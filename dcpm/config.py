@@ -39,7 +39,9 @@ class Settings(BaseSettings):
     query_instruction: str = ""
 
     # Associative query adapter (Madeleine 4.3-4.4, appendix B)
-    query_adapter: str = "default"  # "default": the shipped adapter; a directory; "none" or "": frozen E only
+    # "default": the shipped adapter; a directory; "none" or "": frozen E only. Off until the shipped
+    # adapter stops costing ordinary recall (LoCoMo sample: R@10 -3 points); see dcpm/adapter/default.
+    query_adapter: str = "none"
     adapter_merge: bool = True  # merge the LoRA into a second copy of the weights (Madeleine B: ~2 passes)
     adapter_tau: float = 0.05
     adapter_lora_rank: int = 32

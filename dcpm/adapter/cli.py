@@ -97,18 +97,21 @@ def info(path: Annotated[str, typer.Argument(help="Adapter directory, or 'defaul
     _print_metrics(manifest.metrics)
 
 
+CANDIDATES = {"heldout": "candidates: held-out facts of the query's source",
+              "heldout_and_training": "candidates: held-out and training facts of the query's source"}
+
+
 def _print_metrics(metrics: dict) -> None:
-    heldout = metrics.get("heldout")
-    if not heldout:
-        out.print("  no held-out metrics")
-        return
-    table = Table(title=f"held-out cue recall ({metrics.get('candidates', '')})", show_edge=False)
-    for column in ("encoder", "source", "queries", "n", "R@1", "R@5", "R@10", "R@50", "MRR"):
-        table.add_column(column)
-    for encoder, by_source in heldout.items():
-        for source, by_kind in by_source.items():
-            for kind, row in by_kind.items():
-                if row.get("n"):
-                    table.add_row(encoder, source, kind, str(row["n"]),
-                                  *(f"{row[k]:.3f}" for k in ("R@1", "R@5", "R@10", "R@50", "MRR")))
-    out.print(table)
+    if not metrics:
+        out.print("  no held-out metrics (trained with holdout 0)")
+    for pool, report in metrics.items():
+        table = Table(title=f"held-out recall, {CANDIDATES.get(pool, pool)}", show_edge=False)
+        for column in ("encoder", "source", "queries", "n", "R@1", "R@5", "R@10", "R@50", "MRR"):
+            table.add_column(column)
+        for encoder, by_source in report.items():
+            for source, by_kind in by_source.items():
+                for kind, row in by_kind.items():
+                    if row.get("n"):
+                        table.add_row(encoder, source, kind, str(row["n"]),
+                                      *(f"{row[k]:.3f}" for k in ("R@1", "R@5", "R@10", "R@50", "MRR")))
+        out.print(table)

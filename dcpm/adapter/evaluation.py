@@ -1,11 +1,12 @@
 """Cue recall on held-out simulated lives: does the trigger bring back its earlier statement?
 
 A held-out later message is ranked against the facts of its own source, as the paper's
-training ranks a row against its source's bank (Madeleine 4.4). The candidates are the
-held-out facts plus, by default, every training fact of that source: the gold has to beat
-hundreds of facts the adapter has seen as positives for other queries, which is harder
-than ranking among the few held-out facts alone. Rank = 1 + candidates scored strictly above
-the gold (Madeleine B).
+training ranks a row against its source's bank (Madeleine 4.4). Two candidate pools:
+"heldout" (the held-out facts of the source: no candidate was ever seen in training, like a
+memory that holds only the user's own and a few other people's facts) and "all" (plus every
+training fact of the source: a stress test in which the gold must beat hundreds of facts the
+adapter saw as positives, most of them of the same kind as the gold). Rank = 1 + candidates
+scored strictly above the gold (Madeleine B).
 """
 
 from __future__ import annotations
