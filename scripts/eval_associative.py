@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -84,8 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     report = evaluate(facts, rows, bank, {"frozen": frozen, "adapter": encoder.dense_queries})
 
     console = Console(width=None if sys.stdout.isatty() else 140)
-    console.print(f"adapter {manifest.name} ({directory}); {len(heldout)} held-out personas, {len(facts)} candidate "
-                  f"facts ({args.candidates}); training rows {'match' if same_data else 'DO NOT match'} the manifest")
+    per_source = ", ".join(f"{n} {source}" for source, n in sorted(Counter(f.source for f in facts).items()))
+    console.print(f"adapter {manifest.name} ({directory}); {len(heldout)} held-out personas; candidate facts "
+                  f"({args.candidates}): {per_source}; training rows "
+                  f"{'match' if same_data else 'DO NOT match'} the manifest")
     for kind in ("later", "direct"):
         table = Table(title=f"{'cue (later message)' if kind == 'later' else 'direct question'} recall",
                       show_edge=False)

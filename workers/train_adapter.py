@@ -132,6 +132,18 @@ def validate(embedder: Any, model: Any, training: Sequence[Life], heldout: Seque
             "heldout_and_training": evaluate(facts, rows, bank, encoders)}
 
 
+def save_lora(model: Any, backbone: str, output: Path) -> None:
+    """peft's files, naming the backbone rather than this machine's path to it; the manifest,
+    not peft's empty model card, documents the adapter."""
+    card = output / "README.md"
+    had_card = card.exists()
+    model.peft_config["default"].base_model_name_or_path = backbone
+    # save_embedding_layers="auto" would ask the hub whether the vocabulary changed; it never does here.
+    model.save_pretrained(str(output), save_embedding_layers=False)
+    if not had_card:
+        card.unlink(missing_ok=True)
+
+
 def train(embedder: Any, lives: Sequence[Life], plan: TrainingPlan, output: Path, *, name: str | None = None,
           corpus_files: Sequence[Path] = (), progress: Progress | None = None) -> AdapterManifest:
     """Split, train, validate and write the adapter directory (peft files + manifest)."""
@@ -144,7 +156,7 @@ def train(embedder: Any, lives: Sequence[Life], plan: TrainingPlan, output: Path
     seconds = time.perf_counter() - started
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(output))
+    save_lora(model, embedder.name, output)
     manifest = AdapterManifest(
         name=name or output.name,
         backbone=backbone_of(embedder),

@@ -56,8 +56,8 @@ def train(
                                       holdout=holdout, seed=seed, max_steps=max_steps)
     with err.status(f"loading {settings.embedder}..."):
         embedder = load_embedder(settings)
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("loss {task.fields[loss]}"),
-               TimeRemainingColumn())
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("loss {task.fields[loss]}"), TimeRemainingColumn())
     with Progress(*columns, console=err) as bar:
         task = bar.add_task(f"training on {len(lives)} personas ({embedder.device})", total=None, loss="-")
 
@@ -92,7 +92,8 @@ def info(path: Annotated[str, typer.Argument(help="Adapter directory, or 'defaul
     out.print(f"  backbone: {manifest.backbone.name} ({manifest.backbone.fingerprint}, {manifest.backbone.pooling})")
     training = manifest.training
     out.print(f"  trained on {training.rows} rows, {training.facts} facts, {training.personas} personas "
-              f"(data {training.data_hash[:12]}); {training.steps} steps, {training.seconds:.0f}s on {training.device}")
+              f"(data {training.data_hash[:12]}); {training.steps} steps, {training.seconds:.0f}s "
+              f"on {training.device}")
     out.print(f"  hyperparameters: {json.dumps(training.hyperparameters)}")
     _print_metrics(manifest.metrics)
 

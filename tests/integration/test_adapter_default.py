@@ -1,4 +1,4 @@
-"""The shipped adapter: loads offline when enabled, and is switchable off per request."""
+"""The shipped adapter: on by default, loads offline, and is switchable off per request."""
 
 from __future__ import annotations
 
@@ -24,12 +24,14 @@ def no_network(monkeypatch):
     monkeypatch.setattr(socket.socket, "connect", refuse)
 
 
-def test_the_shipped_adapter_loads_offline_and_answers_when_enabled(embedder, tmp_path, no_network):
+def test_the_shipped_adapter_loads_offline_and_answers_by_default(embedder, tmp_path, no_network,
+                                                                  monkeypatch):
     from dcpm.service import MemoryService
 
+    monkeypatch.delenv("DCPM_QUERY_ADAPTER", raising=False)
     manifest = read_manifest(SHIPPED_ADAPTER)
     assert manifest.backbone.fingerprint == embedder.fingerprint()
-    service = MemoryService(Settings(data_dir=tmp_path, query_adapter="default"), embedder=embedder)
+    service = MemoryService(Settings(data_dir=tmp_path), embedder=embedder)
     try:
         service.import_turns("ana", list(ANA_TURNS))
         result = service.search(SearchRequest(user_id="ana", query=TRIGGER))
