@@ -56,27 +56,10 @@ def _settings():  # type: ignore[no-untyped-def]
 @contextmanager
 def memory() -> Iterator[Any]:
     """The daemon's client when one serves this data directory, else the store opened here."""
-    from dcpm.client import daemon_client
-    from dcpm.datadir import DataDirLock
+    from dcpm.service import open_memory
 
-    settings = _settings()
-    client = daemon_client(settings)
-    if client is not None:
-        with client:
-            yield client
-        return
-    from dcpm.service import MemoryService
-
-    lock = DataDirLock(settings.data_dir)
-    lock.acquire()
-    try:
-        service = MemoryService(settings)
-        try:
-            yield service
-        finally:
-            service.close()
-    finally:
-        lock.release()
+    with open_memory(_settings()) as mem:
+        yield mem
 
 
 def _dump(value: Any) -> None:

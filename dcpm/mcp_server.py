@@ -181,30 +181,10 @@ def build_server(memory: Memory, *, user_id: str | None = None, allow_delete: bo
 def open_memory(settings: Settings) -> Iterator[Memory]:
     """The daemon's client when one serves this data directory, else the store opened here (which
     then holds the data directory's lock while the MCP server runs)."""
-    from dcpm.client import daemon_client
-    from dcpm.datadir import DataDirLock
+    from dcpm.service import open_memory as open_store
 
-    client = daemon_client(settings)
-    if client is not None:
-        log.info("using the daemon that serves %s", settings.data_dir)
-        with client:
-            yield client
-        return
-    from dcpm.service import MemoryService
-
-    lock = DataDirLock(settings.data_dir)
-    lock.acquire()
-    try:
-        service = MemoryService(settings)
-        try:
-            service.maintenance.start()
-            if service.llm is not None:
-                service.recovery.start()
-            yield service
-        finally:
-            service.close()
-    finally:
-        lock.release()
+    with open_store(settings, background=True) as memory:
+        yield memory
 
 
 @contextlib.contextmanager

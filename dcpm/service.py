@@ -8,9 +8,10 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from sqlalchemy import func, select
 
@@ -61,6 +62,9 @@ from dcpm.schemas import (
 from dcpm.store.db import Database
 from dcpm.store.models import Edge, Event, Evidence, Item, ItemRevision, Node, RawInput, User
 from dcpm.writer import Writer
+
+if TYPE_CHECKING:
+    from dcpm.client import Client
 
 log = logging.getLogger("dcpm.service")
 Progress = Callable[[int], None]
@@ -394,6 +398,36 @@ class MemoryService:
         """New text for a current item as an UPDATE revision, re-embedded; returns the item."""
         admin_edit.revise_text(self.db, self.index, self.embedder, self.settings, memory_id, text)
         return self.get(memory_id)  # type: ignore[return-value]
+
+
+@contextmanager
+def open_memory(settings: Settings, *, background: bool = False) -> Iterator["MemoryService | Client"]:
+    """The daemon's client when one serves this data directory, else the store opened here under
+    the data directory's lock. `background` starts index upkeep and the writer's recovery loop,
+    for long-running processes such as the MCP server."""
+    from dcpm.client import daemon_client
+    from dcpm.datadir import DataDirLock
+
+    client = daemon_client(settings)
+    if client is not None:
+        log.info("using the daemon that serves %s", settings.data_dir)
+        with client:
+            yield client
+        return
+    lock = DataDirLock(settings.data_dir)
+    lock.acquire()
+    try:
+        service = MemoryService(settings)
+        try:
+            if background:
+                service.maintenance.start()
+                if service.llm is not None:
+                    service.recovery.start()
+            yield service
+        finally:
+            service.close()
+    finally:
+        lock.release()
 
 
 def llm_reachability(settings: Settings) -> dict:
