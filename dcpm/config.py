@@ -39,8 +39,8 @@ class Settings(BaseSettings):
     query_instruction: str = ""
 
     # Associative query adapter (Madeleine 4.3-4.4, appendix B)
-    # "default": the shipped adapter (lives-v1: held-out cue R@10 64.0 -> 76.2, LoCoMo cats 1-4 R@10
-    # 70.8 -> 70.5); a directory; "none" or "": frozen E only.
+    # "default": the shipped adapter (lives-v2: held-out cue R@10 35.7 -> 52.2, LoCoMo cats 1-4 R@10
+    # 70.8 -> 69.9); a directory; "none" or "": frozen E only.
     query_adapter: str = "default"
     adapter_merge: bool = True  # merge the LoRA into a second copy of the weights (Madeleine B: ~2 passes)
     adapter_tau: float = 0.05

@@ -38,6 +38,18 @@ def recall_report(ranks: np.ndarray, ks: Sequence[int] = KS) -> dict[str, float]
     return report
 
 
+def seen_in_training(heldout: Sequence[Fact], heldout_bank: np.ndarray, training: Sequence[Fact],
+                     training_bank: np.ndarray, max_cos: float) -> np.ndarray:
+    """seen[i]: does held-out fact i have a near-twin (cos >= max_cos) among the training facts of
+    its source? Common lives repeat (two personas on a CPAP machine), so the adapter may have
+    learned a held-out fact's triggers from someone else's; recall on the facts without a twin
+    is the stricter measure of generalization."""
+    if not len(training):
+        return np.zeros(len(heldout), bool)
+    same_source = np.array([f.source for f in heldout])[:, None] == np.array([f.source for f in training])[None, :]
+    return ((heldout_bank @ training_bank.T >= max_cos) & same_source).any(axis=1)
+
+
 def cue_set(training: Sequence[Life], heldout: Sequence[Life],
             candidates: Candidates = "all") -> tuple[list[Fact], list[Row]]:
     """The held-out rows and their candidate facts; held-out facts come first so rows index them."""
