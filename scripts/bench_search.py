@@ -15,9 +15,13 @@ What it measures (per size N in --sizes, each in a fresh data directory)
           query encoding, dense ANN, sparse ANN, dense look-ups of sparse-only candidates,
           and the rest (fusion, SQLite hydration, context rendering, validation);
           the query encoder is the frozen embedder unless --set query_adapter=DIR is given;
+        - the same full read path with the associative adapter (--adapter, default: the
+          shipped one, merged as the daemon serves it), on the same index;
         - bare vector query: `svc.index.query("dense", vector, Scope(user_id), 10)` with a
           precomputed query vector, p50/p95;
         - query encoding alone; and the ratio full/bare.
+    * Query encoding at batch 1 (Madeleine B: median, tokenization included, the encoders
+      taking turns): frozen E, E + unmerged adapter, E + merged adapter, and the ratios.
 
 Run
     . .venv/bin/activate
@@ -65,6 +69,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="a Settings field, e.g. --set embed_batch_size=32 (repeatable)")
     p.add_argument("--threads", type=int, default=None,
                    help="torch intra-op threads (default: torch's own, = CPU cores)")
+    p.add_argument("--adapter", default="default",
+                   help="associative adapter to time: a directory, 'default' (shipped) or 'none' (skip)")
     p.add_argument("--json", type=Path, default=None, metavar="OUT", help="write the numbers as JSON")
     return p.parse_args(argv)
 
@@ -208,12 +214,30 @@ def run_size(n: int, args: argparse.Namespace, parent: Path, corpus, questions) 
         optimize_s = time.perf_counter() - t0
         points = {"total": svc.index.count(), "target": svc.index.count("target")}
         queries = bench_queries(svc, questions, args.queries)
+        associative = bench_adapter(svc, args.adapter, questions, args.queries)
     finally:
         svc.close()
         if not args.keep:
             shutil.rmtree(data_dir, ignore_errors=True)
     return {"n": n, "startup_s": startup, "import": imported, "optimize_s": optimize_s, "points": points,
-            "search": queries}
+            "search": queries, **associative}
+
+
+def bench_adapter(svc, setting: str, questions: list[str], count: int) -> dict[str, Any]:
+    """The associative adapter on the same index: its encoding cost against the frozen encoder
+    (unmerged and merged) and the full search with the merged one, as the daemon serves it."""
+    from dcpm.adapter.encoder import AssociativeQueryEncoder, adapter_directory
+    from dcpm.adapter.latency import query_encoding_latency
+
+    directory = adapter_directory(setting)
+    if directory is None:
+        return {}
+    encoding = query_encoding_latency(svc.embedder, directory)
+    frozen, svc.query_encoder = svc.query_encoder, AssociativeQueryEncoder(svc.embedder, directory, merge=True)
+    try:
+        return {"adapter_encoding": encoding, "search_adapter": bench_queries(svc, questions, count)}
+    finally:
+        svc.query_encoder = frozen
 
 
 def print_summary(results: list[dict[str, Any]]) -> None:
@@ -238,6 +262,14 @@ def print_summary(results: list[dict[str, Any]]) -> None:
                        ("query encoding p50 / p95", "encode")):
         row(label, lambda r, k=key: f"{r['search'][k]['p50']:.2f} / {r['search'][k]['p95']:.2f}")
     row("ratio full / bare (p50)", lambda r: f"{r['search']['ratio_full_bare_p50']:.1f}x")
+    if all("search_adapter" in r for r in results):
+        table.add_section()
+        row("full search, merged adapter p50 / p95",
+            lambda r: "{p50:.2f} / {p95:.2f}".format(**r["search_adapter"]["full"]))
+        for name in ("frozen", "unmerged", "merged"):
+            row(f"query encoding batch 1, {name} (median)",
+                lambda r, k=name: f"{r['adapter_encoding'][k + '_ms']:.2f}"
+                + ("" if k == "frozen" else f" ({r['adapter_encoding'][k + '_ratio']:.2f}x)"))
     table.add_section()
     for part in ("encode", "ann_dense", "ann_sparse", "dense_lookup", "fusion_hydrate"):
         row(f"  full path: {part} p50 / mean",

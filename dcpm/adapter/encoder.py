@@ -24,8 +24,9 @@ DISABLED = ("", "none", "off", "false")
 
 def associative_vectors(embedder: Any, adapted_model: Any, texts: Sequence[str]) -> np.ndarray:
     """normalize(E(q) + E_θ(q)) for a batch, with the embedder's own query instruction."""
-    prefixed = [embedder.query_instruction + text for text in texts]
-    summed = embedder.dense(prefixed) + embedder.dense(prefixed, model=adapted_model)
+    frozen, adapted = embedder.dense_each([embedder.query_instruction + text for text in texts],
+                                          [embedder.model, adapted_model])
+    summed = frozen + adapted
     return summed / np.linalg.norm(summed, axis=1, keepdims=True).clip(min=1e-12)
 
 
@@ -60,10 +61,7 @@ class AssociativeQueryEncoder:
     def encode_query(self, text: str):  # type: ignore[no-untyped-def]
         from dcpm.reader import QueryVector
 
-        frozen = self.embedder.encode_queries([text])
-        adapted = self.embedder.dense([self.embedder.query_instruction + text], model=self.adapted)[0]
-        summed = frozen.dense[0] + adapted
-        return QueryVector(summed / max(float(np.linalg.norm(summed)), 1e-12), frozen.sparse[0], self.name)
+        return QueryVector(self.dense_queries([text])[0], self.embedder.sparse_queries([text])[0], self.name)
 
     def dense_queries(self, texts: Sequence[str]) -> np.ndarray:
         return associative_vectors(self.embedder, self.adapted, texts)

@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from dcpm.config import DEFAULT_EMBEDDER, Settings
-from dcpm.embedding.base import Encoded
+from dcpm.embedding.base import Encoded, SparseVector
 from dcpm.embedding.bm25 import Bm25Terms
 from dcpm.embedding.device import resolve_device
 from dcpm.errors import Unavailable
@@ -80,29 +80,40 @@ class FlagDenseEmbedder:
 
     def encode_queries(self, texts: Sequence[str]) -> Encoded:
         prefixed = [self.query_instruction + text for text in texts]
-        return Encoded(dense=self.dense(prefixed), sparse=self._terms.queries(texts))
+        return Encoded(dense=self.dense(prefixed), sparse=self.sparse_queries(texts))
 
     def dense(self, texts: list[str], model=None) -> np.ndarray:  # type: ignore[no-untyped-def]
-        """Pooled, normalized vectors. Written here rather than FlagModel.encode, which runs an
+        """Pooled, normalized vectors under `model` (default: E itself)."""
+        return self.dense_each(texts, [model or self.model])[0]
+
+    def dense_each(self, texts: Sequence[str], models: Sequence) -> list[np.ndarray]:  # type: ignore[type-arg]
+        """The vectors of `texts` under each model, tokenizing once: the associative encoder runs
+        E and E_θ on the same query. Written here rather than FlagModel.encode, which runs an
         extra probe forward pass per call to size batches and so doubles query latency."""
         import torch
 
-        model = model or self.model
         if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
+            return [np.zeros((0, self.dim), dtype=np.float32) for _ in models]
         # Batches of similar length waste little on padding (about twice the throughput on import).
         order = np.argsort([len(text) for text in texts], kind="stable")
-        rows = []
+        rows: list[list[np.ndarray]] = [[] for _ in models]
         with torch.inference_mode():
             for start in range(0, len(texts), self.batch_size):
                 chunk = [texts[n] for n in order[start:start + self.batch_size]]
                 batch = self.tokenizer(chunk, padding=True, truncation=True, max_length=MAX_TOKENS,
                                        return_tensors="pt").to(self.device)
-                hidden = model(**batch, return_dict=True).last_hidden_state
-                rows.append(pool(hidden, batch["attention_mask"], self.pooling).float().cpu().numpy())
-        vectors = np.empty((len(texts), self.dim), dtype=np.float32)
-        vectors[order] = np.concatenate(rows)
-        return vectors
+                for model_rows, model in zip(rows, models):
+                    hidden = model(**batch, return_dict=True).last_hidden_state
+                    model_rows.append(pool(hidden, batch["attention_mask"], self.pooling).float().cpu().numpy())
+        result = []
+        for model_rows in rows:
+            vectors = np.empty((len(texts), self.dim), dtype=np.float32)
+            vectors[order] = np.concatenate(model_rows)
+            result.append(vectors)
+        return result
+
+    def sparse_queries(self, texts: Sequence[str]) -> list[SparseVector]:
+        return self._terms.queries(texts)
 
 
 def pool(hidden, mask, method: str):  # type: ignore[no-untyped-def]
