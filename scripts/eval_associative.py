@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     from rich.table import Table
 
     from dcpm.adapter.encoder import AssociativeQueryEncoder, adapter_directory
-    from dcpm.adapter.evaluation import cue_set, evaluate, seen_in_training
+    from dcpm.adapter.evaluation import cue_set, evaluate, query_vectors, seen_in_training
     from dcpm.adapter.lives import facts_and_rows, read_lives, rows_hash
     from dcpm.adapter.manifest import read_manifest
     from dcpm.config import Settings
@@ -85,17 +85,20 @@ def main(argv: list[str] | None = None) -> int:
     same_data = rows_hash(*facts_and_rows(training)) == manifest.training.data_hash
     embedder = load_embedder(Settings())
     encoder = AssociativeQueryEncoder(embedder, directory)
-    facts, rows = cue_set(training, heldout, args.candidates)
-    bank = embedder.dense([fact.text for fact in facts])
+    # Held-out facts come first, so the "heldout" pool is a prefix of "all"; every training fact is
+    # embedded either way, for the twin check.
+    all_facts, rows = cue_set(training, heldout, "all")
+    all_bank = embedder.dense([fact.text for fact in all_facts])
+    held = len(cue_set(training, heldout, "heldout")[0])
+    size = len(all_facts) if args.candidates == "all" else held
+    facts, bank = all_facts[:size], all_bank[:size]
     frozen = lambda texts: embedder.dense([embedder.query_instruction + t for t in texts])  # noqa: E731
-    encoders = {"frozen": frozen, "adapter": encoder.dense_queries}
-    report = evaluate(facts, rows, bank, encoders)
-    held_facts = cue_set(training, heldout, "heldout")[0]
-    training_facts = facts_and_rows(training)[0]
-    seen = seen_in_training(held_facts, bank[:len(held_facts)], training_facts,
-                            embedder.dense([fact.text for fact in training_facts]), args.twin_cos)
-    novel_rows = [row for row in rows if not seen[row.fact]]
-    novel = evaluate(facts, novel_rows, bank, encoders)
+    queries = query_vectors(rows, {"frozen": frozen, "adapter": encoder.dense_queries})
+    report = evaluate(facts, rows, bank, queries)
+    seen = seen_in_training(all_facts[:held], all_bank[:held], all_facts[held:], all_bank[held:], args.twin_cos)
+    novel_at = [i for i, row in enumerate(rows) if not seen[row.fact]]
+    novel = evaluate(facts, [rows[i] for i in novel_at], bank,
+                     {name: vectors[novel_at] for name, vectors in queries.items()})
 
     console = Console(width=None if sys.stdout.isatty() else 140)
     per_source = ", ".join(f"{n} {source}" for source, n in sorted(Counter(f.source for f in facts).items()))

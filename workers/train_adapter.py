@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from dcpm.adapter.evaluation import cue_set, evaluate
+from dcpm.adapter.evaluation import cue_set, evaluate, query_vectors
 from dcpm.adapter.lives import Fact, Life, Row, facts_and_rows, read_lives, rows_hash, split_personas
 from dcpm.adapter.manifest import AdapterManifest, TrainingRecord, backbone_of, write_manifest
 from dcpm.adapter.objective import allowed_candidates, infonce_loss, summed_scores
@@ -127,9 +127,10 @@ def validate(embedder: Any, model: Any, training: Sequence[Life], heldout: Seque
     bank = embedder.dense([fact.text for fact in facts])
     encoders = {"frozen": lambda texts: embedder.dense([embedder.query_instruction + t for t in texts]),
                 "adapter": lambda texts: associative_vectors(embedder, model, texts)}
+    queries = query_vectors(rows, encoders)
     held = len(cue_set(training, heldout, "heldout")[0])
-    return {"heldout": evaluate(facts[:held], rows, bank[:held], encoders),
-            "heldout_and_training": evaluate(facts, rows, bank, encoders)}
+    return {"heldout": evaluate(facts[:held], rows, bank[:held], queries),
+            "heldout_and_training": evaluate(facts, rows, bank, queries)}
 
 
 def save_lora(model: Any, backbone: str, output: Path) -> None:

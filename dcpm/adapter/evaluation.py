@@ -59,17 +59,24 @@ def cue_set(training: Sequence[Life], heldout: Sequence[Life],
     return facts, rows
 
 
+def query_vectors(rows: Sequence[Row], encoders: dict[str, Vectors]) -> dict[str, np.ndarray]:
+    """Each encoder's vectors of the rows' queries, in row order: encoded once, then ranked
+    against as many candidate pools and row subsets as a report needs."""
+    return {name: encode([row.query for row in rows]) for name, encode in encoders.items()}
+
+
 def evaluate(facts: Sequence[Fact], rows: Sequence[Row], bank: np.ndarray,
-             encoders: dict[str, Vectors]) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
-    """report[encoder][source or "all"]["later" | "direct"] = Recall@k and MRR."""
+             queries: dict[str, np.ndarray]) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
+    """report[encoder][source or "all"]["later" | "direct"] = Recall@k and MRR, from each
+    encoder's query vectors (`query_vectors`, row order)."""
     sources = np.array([fact.source for fact in facts])
     gold = np.array([row.fact for row in rows], dtype=int)
     row_sources = np.array([row.source for row in rows])
     kinds = np.array([row.kind for row in rows])
     candidates = row_sources[:, None] == sources[None, :]
     report: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
-    for name, vectors in encoders.items():
-        ranks = gold_ranks(vectors([row.query for row in rows]), bank, gold, candidates)
+    for name, vectors in queries.items():
+        ranks = gold_ranks(vectors, bank, gold, candidates)
         report[name] = {}
         for source in [*sorted(set(row_sources)), "all"]:
             chosen = np.ones(len(rows), bool) if source == "all" else row_sources == source
