@@ -7,10 +7,9 @@ import json
 import os
 import sys
 import time
-from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Iterator, Optional
+from typing import Annotated, Any, ContextManager, Optional
 
 import typer
 from rich.console import Console
@@ -53,13 +52,11 @@ def _settings():  # type: ignore[no-untyped-def]
         raise Invalid(f"bad settings: {exc}") from None
 
 
-@contextmanager
-def memory() -> Iterator[Any]:
+def memory() -> ContextManager[Any]:
     """The daemon's client when one serves this data directory, else the store opened here."""
     from dcpm.service import open_memory
 
-    with open_memory(_settings()) as mem:
-        yield mem
+    return open_memory(_settings())
 
 
 def _dump(value: Any) -> None:
@@ -133,7 +130,8 @@ def mcp(user: Annotated[Optional[str], typer.Option(help="The user every tool ca
     import logging
     from contextlib import ExitStack
 
-    from dcpm.mcp_server import build_server, open_memory, stdout_to_stderr
+    from dcpm.mcp_server import build_server, stdout_to_stderr
+    from dcpm.service import open_memory
 
     if transport not in ("stdio", "http"):
         raise Invalid(f"unknown transport {transport!r}: use stdio or http")
@@ -142,7 +140,7 @@ def mcp(user: Annotated[Optional[str], typer.Option(help="The user every tool ca
     settings = _settings()
     with ExitStack() as stack:
         with stdout_to_stderr():
-            memory_backend = stack.enter_context(open_memory(settings))
+            memory_backend = stack.enter_context(open_memory(settings, background=True))
         server = build_server(memory_backend, user_id=user or settings.mcp_user or None,
                               allow_delete=settings.mcp_allow_delete if allow_delete is None else allow_delete)
         if transport == "stdio":

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
-from urllib.parse import quote
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from pydantic import TypeAdapter
@@ -33,8 +33,8 @@ from dcpm.schemas import (
     ImportTurn,
     ItemOut,
     ListResponse,
-    NodeOut,
     NewApiKey,
+    NodeOut,
     RawOut,
     SearchRequest,
     SearchResponse,

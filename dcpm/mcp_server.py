@@ -8,7 +8,8 @@ model writes. So a model cannot read, change or delete another user's memories b
 and a memory id of another user reads as absent.
 
 The tools are thin: they call the same operations as the HTTP API, on a daemon's client when one
-serves the data directory and on a store opened here otherwise (see `open_memory`).
+serves the data directory and on a store opened here otherwise (`dcpm.service.open_memory`,
+with the index upkeep and the writer's recovery loop running while the server does).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from dcpm import __version__
-from dcpm.config import Settings
 from dcpm.errors import DcpmError, Invalid, NotFound
 from dcpm.schemas import (
     AddMemoryRequest,
@@ -175,16 +175,6 @@ def build_server(memory: Memory, *, user_id: str | None = None, allow_delete: bo
             return memory.delete_memory(memory_id)
 
     return server
-
-
-@contextlib.contextmanager
-def open_memory(settings: Settings) -> Iterator[Memory]:
-    """The daemon's client when one serves this data directory, else the store opened here (which
-    then holds the data directory's lock while the MCP server runs)."""
-    from dcpm.service import open_memory as open_store
-
-    with open_store(settings, background=True) as memory:
-        yield memory
 
 
 @contextlib.contextmanager

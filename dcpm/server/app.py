@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import inspect
-from datetime import datetime
 import logging
 import tempfile
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
