@@ -92,8 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     held = len(cue_set(training, heldout, "heldout")[0])
     size = len(all_facts) if args.candidates == "all" else held
     facts, bank = all_facts[:size], all_bank[:size]
-    frozen = lambda texts: embedder.dense([embedder.query_instruction + t for t in texts])  # noqa: E731
-    queries = query_vectors(rows, {"frozen": frozen, "adapter": encoder.dense_queries})
+    queries = query_vectors(rows, {"frozen": embedder.dense_queries, "adapter": encoder.dense_queries})
     report = evaluate(facts, rows, bank, queries)
     seen = seen_in_training(all_facts[:held], all_bank[:held], all_facts[held:], all_bank[held:], args.twin_cos)
     novel_at = [i for i, row in enumerate(rows) if not seen[row.fact]]

@@ -84,7 +84,7 @@ def fit(embedder: Any, facts: Sequence[Fact], rows: Sequence[Row], plan: Trainin
     seed_everything(plan.seed)
     device = embedder.device
     bank = torch.from_numpy(embedder.dense([fact.text for fact in facts])).to(device)
-    frozen = torch.from_numpy(embedder.dense([embedder.query_instruction + row.query for row in rows])).to(device)
+    frozen = torch.from_numpy(embedder.dense_queries([row.query for row in rows])).to(device)
     allowed = torch.from_numpy(allowed_candidates(bank.cpu().numpy(), [f.source for f in facts],
                                                   plan.negative_max_cos)).to(device)
     gold = torch.tensor([row.fact for row in rows], device=device)
@@ -125,7 +125,7 @@ def validate(embedder: Any, model: Any, training: Sequence[Life], heldout: Seque
         return {}
     facts, rows = cue_set(training, heldout, "all")  # held-out facts first, then training facts
     bank = embedder.dense([fact.text for fact in facts])
-    encoders = {"frozen": lambda texts: embedder.dense([embedder.query_instruction + t for t in texts]),
+    encoders = {"frozen": embedder.dense_queries,
                 "adapter": lambda texts: associative_vectors(embedder, model, texts)}
     queries = query_vectors(rows, encoders)
     held = len(cue_set(training, heldout, "heldout")[0])

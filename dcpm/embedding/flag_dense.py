@@ -79,8 +79,11 @@ class FlagDenseEmbedder:
         return Encoded(dense=self.dense(list(texts)), sparse=self._terms.documents(texts))
 
     def encode_queries(self, texts: Sequence[str]) -> Encoded:
-        prefixed = [self.query_instruction + text for text in texts]
-        return Encoded(dense=self.dense(prefixed), sparse=self.sparse_queries(texts))
+        return Encoded(dense=self.dense_queries(texts), sparse=self.sparse_queries(texts))
+
+    def dense_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """E(q): queries carry the query instruction, memories do not (training uses this too)."""
+        return self.dense([self.query_instruction + text for text in texts])
 
     def dense(self, texts: list[str], model=None) -> np.ndarray:  # type: ignore[no-untyped-def]
         """Pooled, normalized vectors under `model` (default: E itself)."""
