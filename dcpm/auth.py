@@ -24,7 +24,8 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 
 from dcpm.config import Settings
 from dcpm.errors import Forbidden, Invalid, NotFound, StorageFull, Unauthorized
-from dcpm.schemas import ApiKeyOut, NewApiKey, check_user_id
+from dcpm.api.models import ApiKeyOut, NewApiKey
+from dcpm.domain import check_user_id
 from dcpm.store.db import Database
 from dcpm.store.models import ApiKey, utcnow
 
@@ -139,10 +140,7 @@ class KeyStore:
         self.db = db
 
     def create_key(self, user_id: str, label: str | None = None) -> NewApiKey:
-        try:
-            check_user_id(user_id)
-        except ValueError as exc:
-            raise Invalid(str(exc)) from None
+        check_user_id(user_id)
         if label is not None and len(label) > 200:
             raise Invalid("label: at most 200 characters")
         for _ in range(3):  # a prefix collision (one in 4 billion) just draws again

@@ -72,3 +72,13 @@ class StorageFull(Unavailable):
 def is_disk_full(exc: BaseException) -> bool:
     text = str(exc).lower()
     return getattr(exc, "errno", None) == 28 or "disk is full" in text or "no space left" in text
+
+
+def invalid_from(errors: list[dict], skip: tuple[str, ...] = ("body",)) -> Invalid:
+    """One translation of validation errors (Pydantic's or FastAPI's `errors()`) into Invalid,
+    for the HTTP API, the Mem0 routes and the CLI alike: `where: what; where: what`."""
+    problems = []
+    for error in errors:
+        where = ".".join(str(part) for part in error.get("loc", ()) if part not in skip)
+        problems.append(f"{where}: {error.get('msg')}" if where else str(error.get("msg")))
+    return Invalid("; ".join(problems) or "invalid request")

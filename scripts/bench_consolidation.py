@@ -22,8 +22,8 @@ from pathlib import Path
 from dcpm.config import Settings
 from dcpm.consolidation.runs import consolidate_user
 from dcpm.consolidation.triage import triage
-from dcpm.ingest import touch_user
-from dcpm.schemas import ConsentUpdate
+from dcpm.write.raw import touch_user
+from dcpm.api.models import ConsentUpdate
 from dcpm.service import MemoryService
 from dcpm.store.items import NewItem, add_item
 from dcpm.testing.scripted_llm import LLMServer
@@ -86,7 +86,7 @@ def main() -> None:
                 items = [add_item(session, "sam", NewItem("fact", text, topic=domain,
                                                           valid_from=datetime(2025, 1, 1, tzinfo=timezone.utc)))
                          for text, domain in facts[start:start + 1000]]
-            service._index(items=items)
+            service.writer.index_rows(items=items)
         service.index.optimize()
         print(f"wrote {len(facts)} facts in {time.perf_counter() - started:.1f}s")
         service.consent("sam", ConsentUpdate(core_schemas=True))
@@ -98,7 +98,7 @@ def main() -> None:
         print(f"phase 1 (no LLM): {phase1:.2f}s, {len(found.clusters)} clusters (largest {sizes[:5]}), "
               f"{found.noise} noise items")
         started = time.perf_counter()
-        report = consolidate_user(service.consolidation.engine, "sam")
+        report = consolidate_user(service.consolidation.backends, "sam")
         total = time.perf_counter() - started
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"full run: {total:.1f}s, status {report.status}, counts {report.counts}")

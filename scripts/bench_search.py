@@ -89,7 +89,8 @@ def load_corpus(path: Path) -> tuple[list[tuple[str, str]], list[str]]:
 
 def make_turns(user_id: str, count: int, offset: int, corpus: list[tuple[str, str]]) -> list:
     """`count` turns for a user, cycled from the corpus starting at `offset`; deterministic ids."""
-    from dcpm.ingest import Turn, deterministic_raw_id
+    from dcpm.domain import Turn
+    from dcpm.write.raw import deterministic_raw_id
 
     start = datetime(2023, 1, 1)
     turns = []
@@ -163,7 +164,7 @@ def percentiles(values: list[float]) -> dict[str, float]:
 def bench_queries(svc, questions: list[str], count: int) -> dict[str, Any]:
     from dcpm.index import Scope
     from dcpm.index.base import DENSE
-    from dcpm.schemas import SearchRequest
+    from dcpm.api.models import SearchRequest
 
     queries = [questions[i % len(questions)] for i in range(count)]
     scope = Scope(user_id="target")

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from dcpm.config import Settings
-from dcpm.schemas import AddMemoryRequest
+from dcpm.api.models import AddMemoryRequest
 from dcpm.service import MemoryService
 from dcpm.testing.scripted_llm import LLMServer
 

@@ -112,7 +112,7 @@ def evidence_ids(raw: list[str]) -> list[str]:
 
 def conversation_turns(sample: dict, captions: bool = True) -> list:
     """The conversation's turns as `Turn`s in session order; Turn.id is the (normalized) dia_id."""
-    from dcpm.ingest import Turn
+    from dcpm.domain import Turn
 
     conv = sample["conversation"]
     sessions = sorted((int(m.group(1)), key) for key in conv if (m := SESSION_KEY.match(key)))
@@ -133,7 +133,7 @@ def conversation_turns(sample: dict, captions: bool = True) -> list:
 # --- run ------------------------------------------------------------------------------------
 def import_conversations(svc, samples: list[dict], captions: bool = True) -> tuple[dict[str, dict[str, str]], int]:
     """Import every conversation; returns {user: {raw uuid: dia_id}} and the number imported."""
-    from dcpm.ingest import deterministic_raw_id
+    from dcpm.write.raw import deterministic_raw_id
 
     prepared = [(s["sample_id"], conversation_turns(s, captions)) for s in samples]
     batch = min(svc.settings.import_batch_size, svc.settings.max_messages)
@@ -152,7 +152,7 @@ def import_conversations(svc, samples: list[dict], captions: bool = True) -> tup
 
 
 def evaluate(svc, samples: list[dict], id_maps: dict[str, dict[str, str]]) -> dict[str, Any]:
-    from dcpm.schemas import SearchRequest
+    from dcpm.api.models import SearchRequest
 
     hits: dict[int, list[int]] = defaultdict(lambda: [0] * len(KS))
     counts: dict[int, int] = defaultdict(int)

@@ -73,7 +73,7 @@ def simulate(client, model: str, persona, temperature: float):  # type: ignore[n
     from pydantic import ValidationError
     from tenacity import retry, retry_if_exception_type, stop_after_attempt
 
-    from dcpm.adapter.life_prompt import SimulatedLife, render
+    from dcpm.adapter.training.life_prompt import SimulatedLife, render
 
     prompt = render(persona.source, persona.age, persona.job, persona.place, persona.areas, persona.kinds)
 
@@ -94,7 +94,7 @@ def generate(args: argparse.Namespace) -> int:
     from personas import sample_personas
     from tqdm import tqdm
 
-    from dcpm.adapter.lives import Life, Statement, read_lives
+    from dcpm.adapter.training.lives import Life, Statement, read_lives
 
     if not args.model:
         raise SystemExit("--model (or OPENAI_MODEL / DCPM_LLM_MODEL) is required")
@@ -117,8 +117,8 @@ def check(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from dcpm.adapter.curation import corpus_stats, decontaminate, drop_similar_pairs, evaluation_texts
-    from dcpm.adapter.lives import read_lives, write_lives
+    from dcpm.adapter.training.curation import corpus_stats, decontaminate, drop_similar_pairs, evaluation_texts
+    from dcpm.adapter.training.lives import read_lives, write_lives
     from dcpm.config import Settings
     from dcpm.embedding import load_embedder
 

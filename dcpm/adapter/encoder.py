@@ -17,6 +17,7 @@ from dcpm.adapter import SHIPPED_ADAPTER
 from dcpm.adapter.manifest import MANIFEST_FILE, check_backbone, mismatch, read_manifest
 from dcpm.config import Settings
 from dcpm.errors import Invalid
+from dcpm.read.query import QueryVector
 
 log = logging.getLogger("dcpm.adapter")
 DISABLED = ("", "none", "off", "false")
@@ -47,7 +48,7 @@ def _adapted_model(model: Any, directory: Path, merge: bool) -> Any:
 
 
 class AssociativeQueryEncoder:
-    """A `reader.QueryEncoder`: memories and the index stay E(m); the sparse half is untouched."""
+    """A `dcpm.read.query.QueryEncoder`: memories and the index stay E(m); the sparse half is untouched."""
 
     def __init__(self, embedder: Any, directory: Path, merge: bool = True):
         self.manifest = read_manifest(directory)
@@ -58,9 +59,7 @@ class AssociativeQueryEncoder:
         self.adapted = _adapted_model(embedder.model, self.directory.resolve(), merge)
         self.name = f"associative:{self.manifest.name}:{embedder.name}"
 
-    def encode_query(self, text: str):  # type: ignore[no-untyped-def]
-        from dcpm.reader import QueryVector
-
+    def encode_query(self, text: str) -> QueryVector:
         return QueryVector(self.dense_queries([text])[0], self.embedder.sparse_queries([text])[0], self.name)
 
     def dense_queries(self, texts: Sequence[str]) -> np.ndarray:

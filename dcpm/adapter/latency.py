@@ -9,6 +9,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from dcpm.adapter.encoder import AssociativeQueryEncoder
+from dcpm.read.query import FrozenQueryEncoder
+
 DEFAULT_QUERIES = (
     "Sold my car this morning, the bus is honestly fine.",
     "Any good snacks for a long train ride that won't make me crash in the afternoon?",
@@ -37,8 +40,6 @@ def query_encoding_latency(embedder: Any, adapter: Path, queries: Sequence[str] 
                            runs: int = 200) -> dict[str, float]:
     """Median ms of `encode_query` (dense + sparse) for the frozen encoder, the unmerged and the
     merged adapter, and each adapter's ratio to the frozen cost. For scripts/bench_search.py."""
-    from dcpm.adapter.encoder import AssociativeQueryEncoder
-    from dcpm.reader import FrozenQueryEncoder
 
     encoders = {"frozen": FrozenQueryEncoder(embedder).encode_query,
                 "unmerged": AssociativeQueryEncoder(embedder, adapter, merge=False).encode_query,

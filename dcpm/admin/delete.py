@@ -23,8 +23,8 @@ from typing import Iterator, Sequence
 from sqlalchemy import delete, or_, select, update
 from sqlalchemy.orm import Session
 
-from dcpm import indexing
-from dcpm.chains import ChainNode, walk_chain
+from dcpm.index import projection
+from dcpm.store.chains import ChainNode, walk_chain
 from dcpm.config import Settings
 from dcpm.errors import Invalid, NotFound
 from dcpm.index import VectorIndex
@@ -192,7 +192,7 @@ def _after_delete(db: Database, index: VectorIndex, relinked: Sequence[Item]) ->
     """After the commit: survivors' payloads mirror their rows, and the store is scrubbed so the
     deleted text survives in no free page and no write-ahead log."""
     for survivor in relinked:
-        index.set_payload([survivor.id], indexing.validity_payload(survivor))
+        index.set_payload([survivor.id], projection.validity_payload(survivor))
     db.scrub()
 
 

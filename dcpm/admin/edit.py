@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import uuid
 
-from dcpm import indexing
+from dcpm.index import projection
 from dcpm.admin.delete import owner_of, writer_lease
 from dcpm.config import Settings
 from dcpm.embedding import Embedder
 from dcpm.errors import Conflict, Invalid, NotFound
 from dcpm.index import VectorIndex
-from dcpm.ingest import Turn, check_turns
+from dcpm.domain import Turn
+from dcpm.write.raw import check_turns
 from dcpm.store.db import Database
 from dcpm.store.items import update_text
 from dcpm.store.models import Item, RawInput
@@ -39,4 +40,4 @@ def revise_text(db: Database, index: VectorIndex, embedder: Embedder, settings: 
                 return
             update_text(session, item, text, request_id=str(uuid.uuid4()))
             item.indexed_at = None  # a crash before re-embedding leaves it for start-up repair
-        indexing.index_rows(db, index, embedder, items=[item])
+        projection.index_rows(db, index, embedder, items=[item])

@@ -1,4 +1,5 @@
-"""The graph G: nodes, evidence and edges in the relational store, a networkx view per user."""
+"""The graph G (DCPM 2.3): schema, intention and core-schema nodes, their evidence and typed edges,
+written in the relational store by the induction agent and the sweep."""
 
 from __future__ import annotations
 
@@ -6,14 +7,12 @@ import hashlib
 from collections import defaultdict
 from typing import Iterable, Sequence
 
-import networkx as nx
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from dcpm.store.models import Edge, Event, Evidence, Node, utcnow
-
-NODE_KINDS = ("schema", "intention", "core_schema")
-
+from dcpm.domain import EventAction
+from dcpm.store import events
+from dcpm.store.models import Edge, Evidence, Node, utcnow
 
 def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
@@ -28,8 +27,8 @@ def create_node(session: Session, user_id: str, kind: str, text: str, domain: st
     node = Node(user_id=user_id, kind=kind, text=text, domain=domain, run_id=run_id, members_key=members)
     session.add(node)
     session.flush()
-    session.add(Event(user_id=user_id, action="node_created", subject_kind=kind, subject_id=node.id,
-                      request_id=run_id, detail={"text": text, "domain": domain}))
+    events.record(session, EventAction.NODE_CREATED, user_id=user_id, subject_kind=kind, subject_id=node.id,
+                  request_id=run_id, text=text, domain=domain)
     return node
 
 
@@ -42,8 +41,8 @@ def add_evidence(session: Session, node: Node, item_ids: Iterable[str], run_id: 
     session.add_all(Evidence(node_id=node.id, item_id=item_id, run_id=run_id) for item_id in new)
     if new:
         node.updated_at = utcnow()
-        session.add(Event(user_id=node.user_id, action="evidence_added", subject_kind=node.kind,
-                          subject_id=node.id, request_id=run_id, detail={"items": new}))
+        events.record(session, EventAction.EVIDENCE_ADDED, user_id=node.user_id, subject_kind=node.kind,
+                      subject_id=node.id, request_id=run_id, items=new)
     return len(new)
 
 
@@ -63,16 +62,3 @@ def evidence_of(session: Session, node_ids: Sequence[str]) -> dict[str, list[str
                                             .where(Evidence.node_id.in_(node_ids))):
         found[node_id].append(item_id)
     return found
-
-
-def user_graph(session: Session, user_id: str) -> nx.MultiDiGraph:
-    """Nodes (with kind, domain, text, evidence) and typed edges of one user, for traversal."""
-    graph = nx.MultiDiGraph()
-    nodes = list(session.scalars(select(Node).where(Node.user_id == user_id)))
-    evidence = evidence_of(session, [n.id for n in nodes])
-    for node in nodes:
-        graph.add_node(node.id, kind=node.kind, domain=node.domain, text=node.text, status=node.status,
-                       evidence=sorted(evidence.get(node.id, [])))
-    for edge in session.scalars(select(Edge).where(Edge.user_id == user_id)):
-        graph.add_edge(edge.source_id, edge.target_id, type=edge.type)
-    return graph

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 from sqlalchemy import select
 
-from dcpm import indexing
-from dcpm.consolidation.consent import consent_of
+from dcpm.index import projection
+from dcpm.store.consent import consent_of
 from dcpm.consolidation.graph import add_edge, add_evidence, create_node
 from dcpm.consolidation.triage import Cluster
 from dcpm.embedding import Embedder
@@ -98,7 +98,7 @@ def apply_calls(db: Database, index: VectorIndex, embedder: Embedder, user_id: s
                 result.refused.append(reason)
         session.add(ClusterDone(key=cluster.key, user_id=user_id, run_id=run_id))
     if created:
-        indexing.index_rows(db, index, embedder, nodes=created)
+        projection.index_rows(db, index, embedder, nodes=created)
     return result
 
 

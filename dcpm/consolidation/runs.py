@@ -6,30 +6,31 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable
 
 from sqlalchemy import select
 
 from dcpm.config import Settings
-from dcpm.consolidation.consent import consent_of
+from dcpm.store.consent import consent_of
 from dcpm.consolidation.induction import induce_cluster
 from dcpm.consolidation.sweep import sweep
 from dcpm.consolidation.triage import triage
 from dcpm.embedding import Embedder
-from dcpm.errors import Unavailable
+from dcpm.errors import Conflict, Unavailable
 from dcpm.index import VectorIndex
 from dcpm.llm import LLMClient, LLMFailure, Usage
 from dcpm.store import leases
 from dcpm.store.db import Database
-from dcpm.store.models import ConsolidationRun, utcnow
+from dcpm.store.models import ConsolidationRun, User, utcnow
 
 log = logging.getLogger("dcpm.consolidation")
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
 
 @dataclass
-class Engine:
-    """What a run needs; the daemon, the CLI and remote workers build it the same way."""
+class Backends:
+    """What a run needs: the store, the index, the embedder and the LLM client of this process.
+    The daemon, the CLI and workers on other machines build it the same way."""
 
     db: Database
     index: VectorIndex
@@ -57,26 +58,25 @@ def _update(db: Database, run_id: str, **values) -> None:  # type: ignore[no-unt
             setattr(run, key, value)
 
 
-def consolidate_user(engine: Engine, user_id: str, *, dry_run: bool = False, job_id: str | None = None,
+def consolidate_user(backends: Backends, user_id: str, *, dry_run: bool = False, job_id: str | None = None,
                      progress: Progress | None = None) -> RunReport:
     """DCPM Algorithm 2 for one user. Raises Conflict when another run holds the user."""
-    settings = engine.settings
-    if engine.llm is None and not dry_run:
+    settings = backends.settings
+    if backends.llm is None and not dry_run:
         raise Unavailable("consolidation needs an LLM: set DCPM_LLM_BASE_URL and DCPM_LLM_MODEL (or use --dry-run)")
     progress = progress or (lambda phase, done, total: None)
-    with leases.held(engine.db, f"consolidate:{user_id}", settings.consolidation_lease_seconds, 0) as holder:
+    with leases.held(backends.db, f"consolidate:{user_id}", settings.consolidation_lease_seconds, 0) as holder:
         started = time.perf_counter()
-        with engine.db.session() as session:
+        with backends.db.session() as session:
             for stale in session.scalars(select(ConsolidationRun).where(ConsolidationRun.user_id == user_id,
                                                                         ConsolidationRun.status == "running")):
                 stale.status, stale.finished_at = "interrupted", utcnow()  # we hold the lease: its owner died
-            run = ConsolidationRun(user_id=user_id, dry_run=dry_run, holder=holder,
-                                   counts={"job_id": job_id} if job_id else {})
+            run = ConsolidationRun(user_id=user_id, dry_run=dry_run, holder=holder, job_id=job_id, counts={})
             session.add(run)
         report = RunReport(run.id, user_id, "running", counts=dict(run.counts))
         phase_usage = {"induce": Usage(), "sweep": Usage()}
         try:
-            _phases(engine, user_id, run.id, dry_run, report, phase_usage, progress)
+            _phases(backends, user_id, run.id, dry_run, report, phase_usage, progress)
             report.status = "done"
         except LLMFailure as exc:
             report.status = "failed"
@@ -86,17 +86,17 @@ def consolidate_user(engine: Engine, user_id: str, *, dry_run: bool = False, job
             report.llm_calls = {"triage": 0, **{phase: u.calls for phase, u in phase_usage.items()}}
             report.tokens = sum(u.tokens for u in phase_usage.values())
             report.seconds = round(time.perf_counter() - started, 3)
-            _update(engine.db, run.id, status=report.status if report.status != "running" else "failed",
+            _update(backends.db, run.id, status=report.status if report.status != "running" else "failed",
                     finished_at=utcnow(), counts=report.counts, llm_calls=report.llm_calls, tokens=report.tokens,
                     errors={"messages": report.errors})
         return report
 
 
-def _phases(engine: Engine, user_id: str, run_id: str, dry_run: bool, report: RunReport,
+def _phases(backends: Backends, user_id: str, run_id: str, dry_run: bool, report: RunReport,
             usage: dict[str, Usage], progress: Progress) -> None:
-    db, settings = engine.db, engine.settings
+    db, settings = backends.db, backends.settings
     started = time.perf_counter()
-    found = triage(db, engine.index, settings, user_id)
+    found = triage(db, backends.index, settings, user_id)
     report.counts.update(fresh_items=found.fresh_items, clusters=len(found.clusters), noise=found.noise,
                          clusters_already_done=found.already_done, clusters_done=0,
                          triage_seconds=round(time.perf_counter() - started, 3))
@@ -104,11 +104,11 @@ def _phases(engine: Engine, user_id: str, run_id: str, dry_run: bool, report: Ru
     if dry_run:
         report.counts["cluster_sizes"] = [len(c.item_ids) for c in found.clusters]
         return
-    assert engine.llm is not None
+    assert backends.llm is not None
     created = evidence = edges = 0
     for number, cluster in enumerate(found.clusters, 1):
         progress("induction", number - 1, len(found.clusters))
-        induced = induce_cluster(db, engine.index, engine.embedder, engine.llm, user_id, cluster, run_id,
+        induced = induce_cluster(db, backends.index, backends.embedder, backends.llm, user_id, cluster, run_id,
                                  usage["induce"], settings.consolidation_max_facts_per_call)
         created, evidence, edges = created + len(induced.created), evidence + induced.evidence_added, edges + induced.edges
         report.errors.extend(f"refused {reason}" for reason in induced.refused)
@@ -122,7 +122,28 @@ def _phases(engine: Engine, user_id: str, run_id: str, dry_run: bool, report: Ru
         report.counts["sweep"] = "skipped: core schemas not enabled for this user"
         return
     progress("sweep", 0, 1)
-    swept = sweep(db, engine.index, engine.embedder, engine.llm, settings, user_id, run_id, usage["sweep"])
+    swept = sweep(db, backends.index, backends.embedder, backends.llm, settings, user_id, run_id, usage["sweep"])
     report.counts.update(schemas=swept.schemas, descriptions_written=swept.descriptions_written,
                          collision_groups=swept.collision_groups, core_schemas_created=len(swept.core_schemas_created))
     progress("sweep", 1, 1)
+
+
+def all_users(backends: Backends) -> list[str]:
+    with backends.db.session() as session:
+        return list(session.scalars(select(User.id).order_by(User.id)))
+
+
+def run_consolidation(backends: Backends, users: Iterable[str] | None = None, *, dry_run: bool = False,
+                      job_id: str | None = None,
+                      progress: Callable[[str, str, int, int], None] | None = None) -> list[RunReport]:
+    """Consolidate the given users (all when None), one after another. A user another worker
+    holds right now is skipped and reported, never waited for."""
+    reports = []
+    for user_id in list(users) if users is not None else all_users(backends):
+        on_progress = (lambda phase, done, total, user=user_id: progress(user, phase, done, total)) if progress else None
+        try:
+            reports.append(consolidate_user(backends, user_id, dry_run=dry_run, job_id=job_id, progress=on_progress))
+        except Conflict:
+            log.info("consolidation of %s skipped: another run holds it", user_id)
+            reports.append(RunReport(run_id="", user_id=user_id, status="skipped", errors=["another run holds this user"]))
+    return reports

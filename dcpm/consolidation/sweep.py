@@ -11,7 +11,7 @@ import networkx as nx
 import numpy as np
 from sqlalchemy import select
 
-from dcpm import indexing
+from dcpm.index import projection
 from dcpm.config import Settings
 from dcpm.consolidation.graph import add_edge, add_evidence, create_node, evidence_of, members_key, text_hash
 from dcpm.embedding import Embedder
@@ -79,7 +79,7 @@ def sweep(db: Database, index: VectorIndex, embedder: Embedder, llm: LLMClient, 
         members = [schemas[n] for n in group]
         node = induce_core_schema(db, llm, user_id, members, run_id, usage)
         if node is not None:
-            indexing.index_rows(db, index, embedder, nodes=[node])
+            projection.index_rows(db, index, embedder, nodes=[node])
             result.core_schemas_created.append(node.id)
     return result
 

@@ -25,6 +25,7 @@ class Encoded:
 class Embedder(Protocol):
     name: str
     dim: int
+    device: str  # "cpu" or "cuda"
     # True when sparse values are term frequencies that the index should weight by IDF (BM25).
     sparse_uses_idf: bool
 

@@ -1,7 +1,7 @@
 """Embedded backend: a qdrant-edge shard on disk in the data directory.
 
 qdrant-edge builds HNSW only when `optimize()` is called; the daemon's maintenance loop calls
-it after enough writes or when idle (see `dcpm.maintenance`).
+it after enough writes or when idle (see `dcpm.index.upkeep`).
 """
 
 from __future__ import annotations

@@ -208,3 +208,19 @@ def parse_answer(content: str, answer: type[Answer]) -> Answer:
         return answer.model_validate_json(text)
     except ValidationError as exc:
         raise _BadAnswer(f"answer does not match {answer.__name__}: {exc.errors()[:2]}") from None
+
+
+def reachability(settings: Settings) -> dict:
+    """Whether the configured OpenAI-compatible endpoint answers `GET /models` (2 s budget)."""
+    if not settings.llm_configured:
+        return {"configured": False, "ok": None, "detail": "no LLM configured: raw-only mode"}
+    import httpx
+
+    headers = {}
+    if settings.llm_api_key.get_secret_value():
+        headers["Authorization"] = f"Bearer {settings.llm_api_key.get_secret_value()}"
+    try:
+        response = httpx.get(settings.llm_base_url.rstrip("/") + "/models", headers=headers, timeout=2.0)
+        return {"configured": True, "ok": response.status_code < 500, "status_code": response.status_code}
+    except httpx.HTTPError as exc:
+        return {"configured": True, "ok": False, "detail": type(exc).__name__}

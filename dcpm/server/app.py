@@ -20,8 +20,8 @@ from starlette.middleware.base import BaseHTTPMiddleware
 from dcpm import __version__
 from dcpm.auth import require_admin, require_owner, require_user
 from dcpm.errors import DcpmError, Invalid
-from dcpm.ingest import Turn
-from dcpm.schemas import (
+from dcpm.domain import Turn
+from dcpm.api.models import (
     AddMemoryRequest,
     AddMemoryResponse,
     ConsentOut,
@@ -40,10 +40,10 @@ from dcpm.schemas import (
     SearchResponse,
     UserOut,
 )
-from dcpm.server.admin_routes import admin_router
+from dcpm.server.routes.edits import admin_router
 from dcpm.server.caller import Caller, current_principal
-from dcpm.server.key_routes import key_router
-from dcpm.server.mem0_routes import mem0_router
+from dcpm.server.routes.keys import key_router
+from dcpm.server.mem0.routes import mem0_router
 from dcpm.service import MemoryService
 
 log = logging.getLogger("dcpm.server")

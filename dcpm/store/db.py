@@ -14,10 +14,9 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-import migrations
 from dcpm.errors import StorageFull, is_disk_full
 
-MIGRATIONS_DIR = Path(migrations.__file__).resolve().parent
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"  # Alembic's script location
 
 
 def make_engine(url: str) -> Engine:

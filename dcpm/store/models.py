@@ -1,4 +1,4 @@
-"""SQLAlchemy models. Schema changes go through Alembic migrations in `migrations/`."""
+"""SQLAlchemy models. Schema changes go through Alembic migrations in `dcpm/store/migrations/`."""
 
 from __future__ import annotations
 
@@ -209,6 +209,7 @@ class ConsolidationRun(Base):
     phase: Mapped[str] = mapped_column(String(16), default="triage")
     dry_run: Mapped[bool] = mapped_column(default=False)
     holder: Mapped[str | None] = mapped_column(String(200))
+    job_id: Mapped[str | None] = mapped_column(String(36), index=True)  # the job (dcpm consolidate, nightly) that ran it
     started_at: Mapped[datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[datetime | None]
     counts: Mapped[dict[str, Any]] = mapped_column(default=dict)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from dcpm.ingest import Turn
+from dcpm.domain import Turn
 from dcpm.store.items import NewItem, add_item, supersede
 
 
@@ -25,7 +25,7 @@ BOB_TURNS = [
 
 def ana_drinks_chain(service, user_id: str = "ana"):
     """Ana drinks coffee (Jan), switches to black tea (Mar), then to green tea (Jun)."""
-    from dcpm.ingest import touch_user
+    from dcpm.write.raw import touch_user
 
     with service.db.session() as session:
         touch_user(session, user_id)
@@ -36,5 +36,5 @@ def ana_drinks_chain(service, user_id: str = "ana"):
         green = supersede(session, black, NewItem("identity", "Ana now only drinks green tea, no caffeine after noon",
                                                   valid_from=at(2025, 6, 1)))
         items = [coffee, black, green]
-    service._index(items=items)
+    service.writer.index_rows(items=items)
     return items

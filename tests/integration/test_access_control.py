@@ -13,10 +13,10 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
-from dcpm.client import Client
+from dcpm.api.client import Client
 from dcpm.config import Settings
 from dcpm.errors import Forbidden, Unauthorized
-from dcpm.schemas import AddMemoryRequest
+from dcpm.api.models import AddMemoryRequest
 from dcpm.server.app import create_app
 from dcpm.service import MemoryService
 from dcpm.store.models import Node

@@ -9,7 +9,7 @@ import pytest
 from dcpm.adapter import SHIPPED_ADAPTER
 from dcpm.adapter.manifest import read_manifest
 from dcpm.config import Settings
-from dcpm.schemas import SearchRequest
+from dcpm.api.models import SearchRequest
 
 from .scenarios import ANA_TURNS, BOB_TURNS
 

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from dcpm.adapter.encoder import AssociativeQueryEncoder
-from dcpm.adapter.lives import Life
+from dcpm.adapter.training.lives import Life
 from dcpm.adapter.manifest import MANIFEST_FILE
 from dcpm.config import Settings
 from dcpm.errors import Invalid
-from dcpm.ingest import Turn
-from dcpm.schemas import SearchRequest
-from workers.train_adapter import TrainingPlan, train
+from dcpm.domain import Turn
+from dcpm.api.models import SearchRequest
+from dcpm.adapter.training.train import TrainingPlan, train
 
 from .scenarios import at
 

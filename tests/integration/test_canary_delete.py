@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dcpm.consolidation.runs import consolidate_user
-from dcpm.schemas import AddMemoryRequest, UpdateMemoryRequest  # noqa: F401  (UpdateMemoryRequest: API shape)
+from dcpm.api.models import AddMemoryRequest, UpdateMemoryRequest  # noqa: F401  (UpdateMemoryRequest: API shape)
 from dcpm.service import MemoryService
 from dcpm.testing.scripted_llm import LLMServer
 
@@ -63,7 +63,7 @@ def test_deleting_a_chain_leaves_no_trace_of_its_text_on_disk(svc, settings):
     remember(svc, f"Ana makes {CANARY} jam every autumn and sells it at the market")  # supersedes the first
     gift = remember(svc, f"Ana gave a jar of {CANARY} jam to her sister")
     remember(svc, "Bob's favourite fruit is the pear", user="bob")
-    consolidate_user(svc.consolidation.engine, "ana")
+    consolidate_user(svc.consolidation.backends, "ana")
     assert svc.graph("ana").nodes and CANARY in svc.graph("ana").nodes[0].text
     svc.index.optimize()
     item_id = next(o.id for o in first.operations if o.op == "ADD")

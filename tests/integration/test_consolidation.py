@@ -9,8 +9,8 @@ from sqlalchemy import select
 
 from dcpm.consolidation import runs as runs_module
 from dcpm.consolidation.runs import consolidate_user
-from dcpm.ingest import touch_user
-from dcpm.schemas import ConsentUpdate, SearchRequest
+from dcpm.write.raw import touch_user
+from dcpm.api.models import ConsentUpdate, SearchRequest
 from dcpm.service import MemoryService
 from dcpm.store.items import NewItem, add_item
 from dcpm.store.models import ConsolidationRun, Evidence, Node
@@ -64,7 +64,7 @@ def remember(svc, texts, topic, user="ana"):
     with svc.db.session() as session:
         touch_user(session, user)
         items = [add_item(session, user, NewItem("fact", t, valid_from=at(2025, 3, 1), topic=topic)) for t in texts]
-    svc._index(items=items)
+    svc.writer.index_rows(items=items)
     return [i.id for i in items]
 
 
@@ -76,7 +76,7 @@ def nodes(svc, user="ana", kind="schema"):
 
 
 def consolidate(svc, user="ana"):
-    return consolidate_user(svc.consolidation.engine, user)
+    return consolidate_user(svc.consolidation.backends, user)
 
 
 def test_two_domains_give_one_schema_each_with_its_evidence(svc):
@@ -172,7 +172,7 @@ def test_switching_a_layer_off_hides_it_from_search_at_once(svc):
 
 def test_dry_run_reports_clusters_without_llm_or_writes(svc, llm):
     remember(svc, RUNNING, "fitness"), remember(svc, BAKING, "food")
-    report = consolidate_user(svc.consolidation.engine, "ana", dry_run=True)
+    report = consolidate_user(svc.consolidation.backends, "ana", dry_run=True)
     assert report.counts["cluster_sizes"] == [4, 4] and llm.script.calls == []
     assert nodes(svc)[0] == []
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from dcpm import indexing
-from dcpm.client import Client
+from dcpm.index import projection
+from dcpm.api.client import Client
 from dcpm.consolidation.graph import add_evidence, create_node
 from dcpm.errors import Conflict, Invalid, NotFound
 from dcpm.index import Scope
 from dcpm.index.base import DENSE
-from dcpm.schemas import AddMemoryRequest, SearchRequest
+from dcpm.api.models import AddMemoryRequest, SearchRequest
 from dcpm.server.app import create_app
 from dcpm.store.models import Event, Item, ItemRevision, Node, RawInput, User
 
@@ -85,7 +85,7 @@ def test_a_node_loses_deleted_evidence_and_goes_when_none_is_left(service):
         add_evidence(session, drinks, [black.id, green.id], None)
         morning = create_node(session, "ana", "intention", "Ana wants less caffeine", "health", None)
         add_evidence(session, morning, [green.id], None)
-    indexing.index_rows(service.db, service.index, service.embedder, nodes=[drinks, morning])
+    projection.index_rows(service.db, service.index, service.embedder, nodes=[drinks, morning])
     result = service.delete_memory(green.id)
     assert result.nodes_deleted == [morning.id]
     with service.db.session() as session:

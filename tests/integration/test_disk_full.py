@@ -7,8 +7,8 @@ import subprocess
 import pytest
 
 from dcpm.errors import StorageFull
-from dcpm.ingest import Turn
-from dcpm.schemas import AddMemoryRequest, SearchRequest
+from dcpm.domain import Turn
+from dcpm.api.models import AddMemoryRequest, SearchRequest
 from dcpm.service import MemoryService
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from dcpm.errors import Conflict, Invalid
-from dcpm.schemas import ConsentUpdate, SearchRequest
+from dcpm.api.models import ConsentUpdate, SearchRequest
 from dcpm.service import MemoryService
 
 from .scenarios import ANA_TURNS, ana_drinks_chain

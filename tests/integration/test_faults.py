@@ -8,7 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from dcpm.consolidation.runs import consolidate_user
-from dcpm.schemas import AddMemoryRequest, SearchRequest
+from dcpm.api.models import AddMemoryRequest, SearchRequest
 from dcpm.server.app import create_app
 from dcpm.service import MemoryService
 from dcpm.testing.scripted_llm import LLMServer
@@ -42,10 +42,10 @@ def svc(settings, embedder, llm):
 def test_llm_flapping_during_consolidation_leaves_a_resumable_run(svc, llm):
     remember(svc, RUNNING, "fitness"), remember(svc, BAKING, "food")
     llm.script.faults = deque(["ok", "500", "500"])  # the first cluster passes, the second fails twice
-    first = consolidate_user(svc.consolidation.engine, "ana")
+    first = consolidate_user(svc.consolidation.backends, "ana")
     assert first.status == "failed" and "induce failed" in first.errors[0]
     assert first.counts["clusters_done"] == 1
-    second = consolidate_user(svc.consolidation.engine, "ana")  # the endpoint is back
+    second = consolidate_user(svc.consolidation.backends, "ana")  # the endpoint is back
     assert second.status == "done" and second.counts["clusters"] == 1 and second.counts["nodes_created"] == 1
     assert len(svc.graph("ana").nodes) == 2
     assert [r.status for r in svc.runs("ana")] == ["done", "failed"]

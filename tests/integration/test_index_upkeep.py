@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from dcpm.errors import Conflict
-from dcpm.schemas import SearchRequest
+from dcpm.api.models import SearchRequest
 from dcpm.service import MemoryService
 from dcpm.store.db import current_revision
 

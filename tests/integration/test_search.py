@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dcpm.errors import Invalid, NotFound
-from dcpm.schemas import AddMemoryRequest, SearchRequest
+from dcpm.api.models import AddMemoryRequest, SearchRequest
 
 from .scenarios import ANA_TURNS, BOB_TURNS, ana_drinks_chain, at
 

@@ -8,7 +8,7 @@ from collections import deque
 import pytest
 from sqlalchemy import func, select
 
-from dcpm.schemas import AddMemoryRequest, SearchRequest
+from dcpm.api.models import AddMemoryRequest, SearchRequest
 from dcpm.service import MemoryService
 from dcpm.store.models import Item, RawInput
 from dcpm.testing.scripted_llm import LLMServer, ScriptedLLM

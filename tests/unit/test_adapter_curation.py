@@ -6,8 +6,8 @@ import json
 
 import numpy as np
 
-from dcpm.adapter.curation import corpus_stats, decontaminate, drop_similar_pairs, evaluation_texts
-from dcpm.adapter.lives import Life
+from dcpm.adapter.training.curation import corpus_stats, decontaminate, drop_similar_pairs, evaluation_texts
+from dcpm.adapter.training.lives import Life
 
 DIRECTIONS = {
     "I take warfarin since my valve surgery": [1, 0, 0, 0],

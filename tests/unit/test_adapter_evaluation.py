@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from dcpm.adapter.evaluation import gold_ranks, recall_report, seen_in_training
-from dcpm.adapter.lives import Fact
+from dcpm.adapter.training.evaluation import gold_ranks, recall_report, seen_in_training
+from dcpm.adapter.training.lives import Fact
 
 
 def test_rank_counts_only_allowed_candidates_scored_above_the_gold():

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from dcpm.adapter.lives import Life, facts_and_rows, read_lives, rows_hash, split_personas
+from dcpm.adapter.training.lives import Life, facts_and_rows, read_lives, rows_hash, split_personas
 from dcpm.errors import Invalid
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from dcpm.adapter.objective import allowed_candidates, infonce_loss, summed_scores
+from dcpm.adapter.training.objective import allowed_candidates, infonce_loss, summed_scores
 
 
 def unit(*rows: list[float]) -> np.ndarray:

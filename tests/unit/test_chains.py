@@ -1,7 +1,7 @@
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from dcpm.chains import believed_at, walk_chain
+from dcpm.store.chains import believed_at, walk_chain
 
 
 @dataclass

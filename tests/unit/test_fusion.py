@@ -1,4 +1,4 @@
-from dcpm.fusion import fuse
+from dcpm.read.fusion import fuse
 
 
 def test_dense_and_sparse_agreement_ranks_first():

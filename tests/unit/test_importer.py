@@ -4,7 +4,7 @@ import pytest
 
 from dcpm.config import Settings
 from dcpm.errors import Invalid
-from dcpm.importer import assign_ids, parse_line, read_file
+from dcpm.write.importer import assign_ids, parse_line, read_file
 
 
 def test_parse_line_reads_speaker_and_timestamp():

@@ -1,4 +1,4 @@
-"""Mem0 platform shapes mapped onto dcpm's (pure functions of dcpm.server.mem0_schemas)."""
+"""Mem0 platform shapes mapped onto dcpm's (pure functions of dcpm.server.mem0.models)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from dcpm.errors import Invalid
-from dcpm.schemas import AddMemoryResponse, HistoryEvent, HistoryResponse, Operation
-from dcpm.server.mem0_schemas import Scope, add_response, history_entries, query_filters, scope_of
+from dcpm.api.models import AddMemoryResponse, HistoryEvent, HistoryResponse, Operation
+from dcpm.server.mem0.models import Scope, add_response, history_entries, query_filters, scope_of
 
 T0 = datetime(2025, 1, 10, tzinfo=timezone.utc)
 

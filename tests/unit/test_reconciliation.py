@@ -1,5 +1,5 @@
 from dcpm.llm.prompts.reconcile import Decision
-from dcpm.reconciliation import Candidate, Extracted, exact_duplicates, normalize, plan
+from dcpm.write.reconcile import Candidate, Extracted, exact_duplicates, normalize, plan
 
 TEA = Extracted("identity", "Ana now drinks green tea")
 COFFEE = Candidate("1.1", "item-coffee", "Ana drinks two espressos every morning")

@@ -1,0 +1,3 @@
+from dcpm.cli.main import main
+
+main()

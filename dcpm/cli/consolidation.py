@@ -1,0 +1,123 @@
+"""CLI commands of System 2: `consolidate`, `runs`, `consent`, `graph` (registered on `dcpm`)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from dcpm.cli.output import JsonFlag, dump, err, memory, out, progress, request, settings, when
+from dcpm.errors import Invalid
+
+OnOff = Annotated[Optional[str], typer.Option(help="on or off")]
+
+
+@app.command()
+def consolidate(user: Annotated[Optional[str], typer.Option(help="One user.")] = None,
+                all_users: Annotated[bool, typer.Option("--all", help="Every user.")] = False,
+                dry_run: Annotated[bool, typer.Option(help="Phase 1 only: clusters, no LLM, no writes.")] = False,
+                as_json: JsonFlag = False) -> None:
+    """Run the nightly consolidation now (schemas, intentions, core schemas). For cron."""
+    from dcpm.api.models import ConsolidateRequest
+
+    if (user is None) == (not all_users):
+        raise Invalid("give --user USER or --all")
+    request = ConsolidateRequest(user_id=user, all=all_users, dry_run=dry_run)
+    with memory() as mem, progress() as bar:
+        task = bar.add_task("consolidating", total=None)
+        if hasattr(mem, "consolidation"):  # this process owns the store: run here
+            def progress(user_id: str, phase: str, done: int, total: int) -> None:
+                bar.update(task, description=f"{user_id}: {phase}", completed=done, total=total or None)
+
+            mem.consolidation.run([user] if user else None, dry_run, progress)
+            runs = mem.runs(limit=len(mem.users()) if all_users else 1)
+        else:  # a daemon owns it: ask it to run the job and follow its run records
+            job = mem.consolidate(request)
+            while job.running:
+                time.sleep(0.5)
+                job = mem.consolidation_job(job.job_id)
+                done = sum(r.counts.get("clusters_done", 0) for r in job.runs)
+                total = sum(r.counts.get("clusters", 0) for r in job.runs)
+                current = job.runs[-1] if job.runs else None
+                bar.update(task, completed=done, total=total or None,
+                           description=f"{current.user_id}: {current.phase}" if current else "starting")
+            runs = job.runs
+    if as_json:
+        return dump(runs)
+    table = Table(show_edge=False)
+    for column in ("user", "status", "fresh", "clusters", "nodes", "core", "LLM calls", "errors"):
+        table.add_column(column)
+    for run in runs:
+        c = run.counts
+        table.add_row(run.user_id, run.status, str(c.get("fresh_items", "-")), str(c.get("clusters", "-")),
+                      str(c.get("nodes_created", "-")), str(c.get("core_schemas_created", "-")),
+                      json.dumps(run.llm_calls), str(len(run.errors)))
+    out.print(table)
+
+
+@app.command()
+def runs(user: Annotated[Optional[str], typer.Option(help="Only this user.")] = None, limit: int = 20,
+         as_json: JsonFlag = False) -> None:
+    """Recorded consolidation runs, newest first."""
+    with memory() as mem:
+        result = mem.runs(user, limit)
+    if as_json:
+        return dump(result)
+    for run in result:
+        out.print(f"{when(run.started_at)}  {run.user_id:<16} {run.status:<11} {run.phase:<9} "
+                  f"{run.counts.get('clusters', '-')} cluster(s), LLM {run.llm_calls}, {len(run.errors)} error(s)")
+
+
+def _flag(value: str | None, name: str) -> bool | None:
+    if value is None:
+        return None
+    if value.lower() not in ("on", "off"):
+        raise Invalid(f"--{name} takes on or off")
+    return value.lower() == "on"
+
+
+@app.command()
+def consent(user: str, core_schemas: OnOff = None, schemas: OnOff = None, intentions: OnOff = None,
+            as_json: JsonFlag = False) -> None:
+    """Show or change which inferred layers USER has opted into (core schemas are off by default)."""
+    from dcpm.api.models import ConsentUpdate
+
+    update = ConsentUpdate(core_schemas=_flag(core_schemas, "core-schemas"), schemas=_flag(schemas, "schemas"),
+                           intentions=_flag(intentions, "intentions"))
+    with memory() as mem:
+        result = mem.consent(user, update if update.model_dump(exclude_none=True) else None)
+    if as_json:
+        return dump(result)
+    for layer in ("schemas", "intentions", "core_schemas"):
+        out.print(f"{layer.replace('_', '-'):<13} {'on' if getattr(result, layer) else 'off'}")
+
+
+@app.command()
+def graph(user: str, format: Annotated[str, typer.Option(help="text, dot or json")] = "text") -> None:
+    """USER's schema / intention / core-schema graph."""
+    with memory() as mem:
+        result = mem.graph(user)
+    if format == "json":
+        return dump(result)
+    if format == "dot":
+        lines = [f'digraph "{user}" {{']
+        lines += [f'  "{n.id}" [label={json.dumps(f"{n.kind}: {n.text}")}, shape={_SHAPES.get(n.kind, "box")}];'
+                  for n in result.nodes]
+        lines += [f'  "{e.source}" -> "{e.target}" [label="{e.type}"];' for e in result.edges]
+        out.print("\n".join(lines + ["}"]), markup=False, highlight=False)
+        return
+    if format != "text":
+        raise Invalid("--format takes text, dot or json")
+    if not result.nodes:
+        out.print(f"{user} has no schemas yet (run `dcpm consolidate --user {user}`)")
+    for node in result.nodes:
+        out.print(f"[bold]{node.kind}[/bold] ({node.domain}) {node.text}  [dim]{node.id}, "
+                  f"{len(node.evidence)} evidence[/dim]")
+    for edge in result.edges:
+        out.print(f"  {edge.source} -{edge.type}-> {edge.target}")
+
+
+_SHAPES = {"schema": "box", "intention": "ellipse", "core_schema": "doubleoctagon"}

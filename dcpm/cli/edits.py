@@ -1,0 +1,55 @@
+"""CLI commands for deleting and auditing (registered on `dcpm`): `delete`, `events`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from dcpm.cli.output import JsonFlag, dump, err, memory, out, progress, request, settings, when
+from dcpm.errors import Invalid
+
+
+@app.command()
+def delete(memory_id: Annotated[Optional[str], typer.Argument(help="An item or raw turn id.")] = None,
+           chain: Annotated[bool, typer.Option(help="Delete the item's whole supersedes chain.")] = False,
+           node: Annotated[Optional[str], typer.Option(help="A schema / intention / core-schema node id.")] = None,
+           user: Annotated[Optional[str], typer.Option(help="With --session: its user; alone: the whole user.")] = None,
+           session: Annotated[Optional[str], typer.Option(help="A session id (needs --user).")] = None,
+           yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+           as_json: JsonFlag = False) -> None:
+    """Hard delete, gone everywhere: rows, revisions, vectors, evidence, event text."""
+    targets = sum(x is not None for x in (memory_id, node, user))
+    if targets != 1 or (session and not user) or (chain and not memory_id):
+        raise Invalid("give one of: ID [--chain], --node ID, --user U [--session S]")
+    what = (f"memory {memory_id}" + (" and its whole chain" if chain else "") if memory_id else
+            f"node {node}" if node else f"session {session} of {user}" if session else f"EVERYTHING of user {user}")
+    if not yes and not typer.confirm(f"Permanently delete {what}?"):
+        raise typer.Exit(1)
+    with memory() as mem:
+        if memory_id:
+            result = mem.delete_chain(memory_id) if chain else mem.delete_memory(memory_id)
+        elif node:
+            result = mem.delete_node(node)
+        elif session:
+            result = mem.delete_session(user, session)
+        else:
+            result = mem.delete_user(user)
+    if as_json:
+        return dump(result)
+    for key, value in result.model_dump().items():
+        if value and key != "user_id":
+            out.print(f"{key.replace('_', ' ')}: {value if not isinstance(value, list) else len(value)}")
+    for kept in getattr(result, "raw_kept", []):
+        out.print(f"kept raw turn {kept}: another kept item was extracted from it")
+
+
+@app.command()
+def events(user: str, limit: int = 50, as_json: JsonFlag = False) -> None:
+    """USER's event log, newest first."""
+    with memory() as mem:
+        result = mem.events(user, limit)
+    if as_json:
+        return dump(result)
+    for event in result:
+        out.print(f"{when(event.at)}  {event.action:<18} {event.item_id}  {event.detail}", markup=False)

@@ -1,0 +1,139 @@
+"""The shared vocabulary of the DCPM memory model, defined once: memory and node kinds, writer
+operations, statuses, event actions, a turn as the writer receives it, and the user-id rule.
+
+Everything else (models, writer, read path, consolidation, API shapes) imports these names
+instead of spelling the strings again.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Annotated, Any
+
+from pydantic import AfterValidator
+
+from dcpm.errors import Invalid
+
+try:
+    from enum import StrEnum
+except ImportError:  # Python 3.10: the same behaviour, spelt out
+    class StrEnum(str, Enum):  # type: ignore[no-redef]
+        def __str__(self) -> str:
+            return str(self.value)
+
+
+class ItemKind(StrEnum):
+    """What System 1 writes (DCPM 2.1); a raw turn is the kind `raw`."""
+
+    RAW = "raw"
+    FACT = "fact"
+    IDENTITY = "identity"
+    SUMMARY = "summary"
+
+
+ITEM_KINDS = (ItemKind.FACT, ItemKind.IDENTITY, ItemKind.SUMMARY)  # items proper, with chains
+SEARCH_KINDS = (ItemKind.RAW, *ITEM_KINDS)  # what the read path searches by default
+
+
+class NodeKind(StrEnum):
+    """What System 2 induces into the graph (DCPM 2.3)."""
+
+    SCHEMA = "schema"
+    INTENTION = "intention"
+    CORE_SCHEMA = "core_schema"
+
+
+class Op(StrEnum):
+    """Reconciliation decisions (DCPM 2.2 iii), plus RAW for a verbatim turn in a response."""
+
+    ADD = "ADD"
+    UPDATE = "UPDATE"
+    SUPERSEDE = "SUPERSEDE"
+    NONE = "NONE"
+    RAW = "RAW"
+
+
+class RawStatus(StrEnum):
+    """A raw turn: stored only (`raw`), waiting for extraction (`pending`), or extracted (`done`)."""
+
+    RAW = "raw"
+    PENDING = "pending"
+    DONE = "done"
+
+
+class NodeStatus(StrEnum):
+    """A graph node is active, or lost part of its evidence to a delete and waits for the next
+    consolidation of its user to re-induce it."""
+
+    ACTIVE = "active"
+    NEEDS_REINDUCTION = "needs_reinduction"
+
+
+class EventAction(StrEnum):
+    """Every change is an event in the append-only log (dcpm.store.events)."""
+
+    RAW_STORED = "raw_stored"
+    EXTRACTED = "extracted"
+    EXTRACTION_FAILED = "extraction_failed"
+    CREATED = "created"
+    UPDATED = "updated"
+    SUPERSEDED = "superseded"
+    NODE_CREATED = "node_created"
+    EVIDENCE_ADDED = "evidence_added"
+    DELETED = "deleted"
+
+
+@dataclass
+class Turn:
+    """One turn as the writer receives it, from the HTTP API, an import file or the CLI."""
+
+    text: str
+    role: str = "user"
+    speaker: str | None = None
+    session_id: str | None = None
+    timestamp: datetime | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    id: str | None = None
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def as_utc(moment: datetime | None) -> datetime:
+    """An aware UTC time; a naive one is taken as UTC, None as now."""
+    if moment is None:
+        return utcnow()
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+
+
+USER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@\-]{0,127}$")
+
+
+def check_user_id(value: str) -> str:
+    """The user-id rule; Invalid (a ValueError too, so Pydantic validators report it) otherwise."""
+    if not USER_ID.match(value or ""):
+        raise InvalidUserId("user_id must be 1-128 characters of letters, digits and _ . : @ -, "
+                            "starting with a letter or digit")
+    return value
+
+
+class InvalidUserId(Invalid, ValueError):
+    """Raised by check_user_id: the project's own Invalid, and a ValueError for Pydantic."""
+
+
+UserId = Annotated[str, AfterValidator(check_user_id)]
+
+
+def check_memory_id(value: str, what: str = "memory") -> str:
+    """Memory and node ids are UUIDs; anything else is refused before the store is asked."""
+    import uuid
+
+    try:
+        uuid.UUID(value)
+    except (ValueError, AttributeError, TypeError):
+        raise Invalid(f"{value!r} is not a {what} id (a UUID)") from None
+    return value

@@ -1,0 +1,191 @@
+"""`dcpm mcp`: the memory served over the Model Context Protocol (Claude Desktop, Cursor, agent
+frameworks) with the official SDK, on stdio or streamable HTTP.
+
+The user every call acts for comes from the server's configuration (`dcpm mcp --user ana`,
+DCPM_MCP_USER) or, when none is configured, from the client's request metadata
+(`_meta["dcpm/user_id"]`, which the host application sets); never from a tool argument, which the
+model writes. So a model cannot read, change or delete another user's memories by naming them,
+and a memory id of another user reads as absent.
+
+The tools are thin: they call the same operations as the HTTP API, on a daemon's client when one
+serves the data directory and on a store opened here otherwise (`dcpm.service.open_memory`,
+with the index upkeep and the writer's recovery loop running while the server does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+import sys
+from typing import Any, Callable, Iterator, Literal, Protocol, TypeVar
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
+
+from dcpm import __version__
+from dcpm.errors import DcpmError, Invalid, NotFound
+from dcpm.api.models import (
+    AddMemoryRequest,
+    AddMemoryResponse,
+    DeleteResponse,
+    HistoryEvent,
+    HistoryResponse,
+    ItemOut,
+    ListResponse,
+    RawOut,
+    SearchRequest,
+    SearchResponse,
+)
+from dcpm.domain import check_user_id
+
+log = logging.getLogger("dcpm.mcp")
+USER_META_KEY = "dcpm/user_id"
+T = TypeVar("T")
+
+INSTRUCTIONS = """\
+Long-term memory of the person you are talking with, kept across conversations.
+- Before answering anything personal (their preferences, plans, people, history, what they told
+  you before), call search_memory. Results carry each fact's revisions (`chain`, newest is
+  `current`) and may surface schemas and intentions (`nodes`): patterns inferred over many facts.
+- When they tell you something durable about themselves (a preference, a fact of their life, a
+  plan, a change of mind), call add_memory with it in one plain sentence. Earlier beliefs it
+  replaces are kept as history automatically; do not search first to avoid duplicates.
+- Do not save small talk, one-off task details, or secrets they did not ask you to keep."""
+
+
+class Memory(Protocol):
+    """What the tools need. MemoryService (a store opened here) and dcpm.Client (a daemon's)
+    both provide it, with the same types."""
+
+    def add_memory(self, request: AddMemoryRequest) -> AddMemoryResponse: ...
+
+    def search(self, request: SearchRequest) -> SearchResponse: ...
+
+    def get(self, memory_id: str) -> ItemOut | RawOut: ...
+
+    def history(self, memory_id: str) -> HistoryResponse: ...
+
+    def list_memories(self, user_id: str, kind: str | None = None, limit: int = 50,
+                      offset: int = 0) -> ListResponse: ...
+
+    def delete_memory(self, memory_id: str, with_predecessors: bool = False) -> DeleteResponse: ...
+
+
+class MemoryDetail(BaseModel):
+    memory: ItemOut | RawOut = Field(description="The memory; an item with its supersedes chain and revisions.")
+    history: list[HistoryEvent] = Field(default_factory=list,
+                                        description="Events of the item's chain: created, updated, superseded.")
+
+
+def tool_errors(tool: Callable[..., T]) -> Callable[..., T]:
+    """dcpm's errors carry messages meant for the caller: hand them to the model as a tool error."""
+
+    @functools.wraps(tool)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        try:
+            return tool(*args, **kwargs)
+        except DcpmError as exc:
+            raise ToolError(exc.message) from None
+
+    return wrapper
+
+
+def build_server(memory: Memory, *, user_id: str | None = None, allow_delete: bool = False) -> MCPServer:
+    """The MCP server over `memory`, acting for `user_id` (or the user in each request's metadata
+    when None). `delete_memory` is offered only with `allow_delete`."""
+    if user_id:
+        check_user_id(user_id)
+    server = MCPServer("dcpm", instructions=INSTRUCTIONS, version=__version__)
+
+    def user_of(ctx: Context) -> str:
+        if user_id:
+            return user_id
+        meta = ctx.request_context.meta or {}
+        named = meta.get(USER_META_KEY)
+        if not isinstance(named, str) or not named:
+            raise Invalid(f"no user configured: start the server with --user (DCPM_MCP_USER) or send "
+                          f"_meta[{USER_META_KEY!r}] with each request")
+        return check_user_id(named)
+
+    def owned(memory_id: str, user: str) -> ItemOut | RawOut:
+        """The memory if it belongs to `user`; another user's memory reads exactly like a missing one."""
+        found = memory.get(memory_id)
+        if found.user_id != user:
+            raise NotFound(f"no memory with id {memory_id}")
+        return found
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
+    @tool_errors
+    def add_memory(text: str, ctx: Context, session_id: str | None = None) -> AddMemoryResponse:
+        """Save something durable about the user, in one plain sentence ("Ana switched from coffee
+        to green tea"): preferences, facts of their life, people, plans, changes of mind. Call it
+        when they tell you such a thing. Facts are extracted and reconciled with what is known;
+        a belief it replaces stays in that fact's history."""
+        request = AddMemoryRequest(user_id=user_of(ctx), messages=[{"role": "user", "content": text}],
+                                   session_id=session_id, metadata={"source": "mcp"})
+        return memory.add_memory(request)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @tool_errors
+    def search_memory(query: str, ctx: Context, limit: int = 10) -> SearchResponse:
+        """Search the user's memories; call it before answering anything personal. Returns hits
+        (facts with their revision `chain`; `current` marks what is believed now), `nodes` (schemas
+        and intentions inferred over many facts) and `context`, a ready-to-read summary."""
+        user = user_of(ctx)
+        request = SearchRequest(user_id=user, query=query, limit=limit)
+        try:
+            return memory.search(request)
+        except NotFound:  # nothing stored for this user yet
+            return SearchResponse(user_id=user, query=query, hits=[], context="", encoder="", took_ms=0.0)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @tool_errors
+    def get_memory(memory_id: str, ctx: Context) -> MemoryDetail:
+        """One memory by id: its text, the chain of its revisions (oldest first) and its history."""
+        found = owned(memory_id, user_of(ctx))
+        history = memory.history(memory_id).events if isinstance(found, ItemOut) else []
+        return MemoryDetail(memory=found, history=history)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @tool_errors
+    def list_memories(ctx: Context, kind: Literal["fact", "identity", "summary", "raw"] | None = None,
+                      limit: int = 20, offset: int = 0) -> ListResponse:
+        """The user's memories, oldest first: facts, identity items and session summaries, or the
+        verbatim turns with kind="raw". Prefer search_memory to find something specific."""
+        user = user_of(ctx)
+        try:
+            return memory.list_memories(user, kind=kind, limit=limit, offset=offset)
+        except NotFound:
+            return ListResponse(user_id=user, total=0, items=[])
+
+    if allow_delete:
+        @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))
+        @tool_errors
+        def delete_memory(memory_id: str, ctx: Context) -> DeleteResponse:
+            """Permanently delete one memory, only when the user asks you to forget it. The
+            revision it replaced, if any, becomes the current belief again."""
+            owned(memory_id, user_of(ctx))
+            return memory.delete_memory(memory_id)
+
+    return server
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """On stdio, stdout is the MCP channel: while the store and models load, anything a library
+    prints (to sys.stdout or straight to fd 1) goes to stderr instead. The SDK's stdio transport
+    guards the channel the same way once it runs."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)

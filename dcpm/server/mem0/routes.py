@@ -1,0 +1,179 @@
+"""Mem0 platform API on the daemon, so an application built on `mem0ai.MemoryClient(api_key=KEY,
+host="http://127.0.0.1:8420")` works unchanged. The key is dcpm's admin token or a user-scoped
+API key, which reaches its own user only (Mem0 sends `Authorization: Token <key>`, which dcpm's
+auth accepts; any key while access control is off, see dcpm.auth).
+
+Routes parse Mem0's shapes, call the service and render Mem0's shapes (dcpm.server.mem0.models);
+errors are dcpm's, mapped once by the app. An entity Mem0 has never seen reads as empty, as on
+Mem0's platform, instead of dcpm's 404 for an unknown user.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Callable, TypeVar
+
+from fastapi import APIRouter, Query, Request
+
+from dcpm import __version__
+from dcpm.auth import require_owner, require_user
+from dcpm.errors import Invalid, NotFound
+from dcpm.api.models import AddMemoryRequest, SearchRequest
+from dcpm.server.mem0.models import (
+    Mem0AddRequest,
+    Mem0AddResponse,
+    Mem0Deleted,
+    Mem0DeletedAll,
+    Mem0Entities,
+    Mem0HistoryEntry,
+    Mem0ListRequest,
+    Mem0Memory,
+    Mem0Page,
+    Mem0Ping,
+    Mem0SearchRequest,
+    Mem0SearchResponse,
+    Mem0Updated,
+    Mem0UpdateRequest,
+    add_response,
+    dcpm_request,
+    entities_of,
+    history_entries,
+    memory_of,
+    query_filters,
+    scope_of,
+    search_results,
+)
+from dcpm.server.caller import Caller
+from dcpm.service import MemoryService
+
+T = TypeVar("T")
+
+
+def unless_unknown_user(call: Callable[[], T], empty: T) -> T:
+    """Mem0 answers an empty result for an entity with no memories; dcpm's service says NotFound."""
+    try:
+        return call()
+    except NotFound:
+        return empty
+
+
+def page_url(request: Request, page: int, page_size: int) -> str:
+    return str(request.url.include_query_params(page=page, page_size=page_size))
+
+
+def mem0_router(service: MemoryService, guarded: list[Any]) -> APIRouter:
+    router = APIRouter(dependencies=guarded, tags=["mem0 compatibility"])
+
+    @router.get("/v1/ping/", response_model=Mem0Ping)
+    def ping() -> Mem0Ping:
+        """What MemoryClient calls on construction to check its key."""
+        return Mem0Ping(message=f"dcpm {__version__}")
+
+    @router.post("/v3/memories/add/", response_model=Mem0AddResponse)
+    def add(body: Mem0AddRequest, caller: Caller) -> Mem0AddResponse:
+        """Remember messages; with `infer` (default) facts are extracted before the answer."""
+        scope = body.scope()
+        require_user(caller, scope.user_id)
+        when = _from_epoch(body.timestamp)
+        request = dcpm_request(AddMemoryRequest, user_id=scope.user_id, session_id=scope.run_id, timestamp=when,
+                               messages=[m.model_dump(include={"role", "content", "name"}) for m in body.messages],
+                               metadata=body.metadata or {}, infer=body.infer)
+        return add_response(service.add_memory(request), body.infer)
+
+    @router.post("/v3/memories/", response_model=Mem0Page)
+    def get_all(body: Mem0ListRequest, request: Request, caller: Caller, page: int = Query(1, ge=1),
+                page_size: int = Query(100, ge=1, le=1000)) -> Mem0Page:
+        """A user's memories, oldest first, superseded revisions included unless `latest_only`."""
+        scope = body.scope()
+        require_user(caller, scope.user_id)
+        if scope.run_id:
+            raise Invalid("listing by run_id is not supported; search with a run_id filter instead")
+        offset = (page - 1) * page_size
+        listing = unless_unknown_user(
+            lambda: service.list_memories(scope.user_id, kind=body.kind, limit=page_size, offset=offset), None)
+        if listing is None:
+            return Mem0Page(count=0, results=[])
+        memories = [memory_of(entry) for entry in listing.items]
+        if body.latest_only:
+            memories = [m for m in memories if m.current is not False]
+        more = offset + len(listing.items) < listing.total
+        return Mem0Page(count=listing.total, results=memories,
+                        next=page_url(request, page + 1, page_size) if more else None,
+                        previous=page_url(request, page - 1, page_size) if page > 1 else None)
+
+    @router.post("/v3/memories/search/", response_model=Mem0SearchResponse)
+    def search(body: Mem0SearchRequest, caller: Caller) -> Mem0SearchResponse:
+        """Hybrid search (no LLM); each result carries dcpm's chain, and `nodes` the schemas and
+        intentions the hits surfaced."""
+        scope = body.scope()
+        require_user(caller, scope.user_id)
+        request = dcpm_request(SearchRequest, user_id=scope.user_id, query=body.query, limit=body.top_k,
+                               session_id=scope.run_id, kinds=body.kinds)
+        found = unless_unknown_user(lambda: service.search(request), None)
+        if found is None:
+            return Mem0SearchResponse(results=[])
+        return Mem0SearchResponse(results=search_results(found.hits, scope.user_id, body.threshold, body.latest_only),
+                                  nodes=found.nodes, context=found.context)
+
+    @router.get("/v1/memories/{memory_id}/", response_model=Mem0Memory)
+    def get(memory_id: str, caller: Caller) -> Mem0Memory:
+        require_owner(caller, service.owner_of(memory_id), memory_id)
+        return memory_of(service.get(memory_id))
+
+    @router.put("/v1/memories/{memory_id}/", response_model=Mem0Updated)
+    def update(memory_id: str, body: Mem0UpdateRequest, caller: Caller) -> Mem0Updated:
+        """New text as an UPDATE revision: the previous text stays in the history."""
+        require_owner(caller, service.owner_of(memory_id), memory_id)
+        if body.text is None:
+            raise Invalid("dcpm edits a memory's text only: send `text`")
+        return Mem0Updated(**memory_of(service.update_memory(memory_id, body.text)).model_dump())
+
+    @router.delete("/v1/memories/{memory_id}/", response_model=Mem0Deleted)
+    def delete(memory_id: str, caller: Caller, delete_linked: bool = False) -> Mem0Deleted:
+        """Hard delete; `delete_linked` also deletes the revisions this memory superseded."""
+        require_owner(caller, service.owner_of(memory_id), memory_id)
+        return Mem0Deleted(**service.delete_memory(memory_id, with_predecessors=delete_linked).model_dump())
+
+    @router.get("/v1/memories/{memory_id}/history/", response_model=list[Mem0HistoryEntry])
+    def history(memory_id: str, caller: Caller) -> list[Mem0HistoryEntry]:
+        """The memory's whole supersedes chain: ADD, then UPDATEs (in place or by a successor)."""
+        owner = service.owner_of(memory_id)
+        require_owner(caller, owner, memory_id)
+        return history_entries(service.history(memory_id), owner)
+
+    @router.delete("/v1/memories/", response_model=Mem0DeletedAll)
+    def delete_all(caller: Caller, user_id: str | None = None, run_id: str | None = None,
+                   agent_id: str | None = None, app_id: str | None = None,
+                   filters: str | None = None) -> Mem0DeletedAll:
+        """Everything of one user (dcpm refuses to delete without a user_id)."""
+        scope = scope_of(query_filters(filters), user_id=user_id, run_id=run_id, agent_id=agent_id, app_id=app_id)
+        require_user(caller, scope.user_id)
+        if scope.run_id:
+            raise Invalid("deleting by run_id is not supported; delete a user's memories or one memory")
+        nothing = Mem0DeletedAll(user_id=scope.user_id, raw_inputs=0, items=0, nodes=0, events_redacted=0)
+        return unless_unknown_user(lambda: Mem0DeletedAll(**service.delete_user(scope.user_id).model_dump()), nothing)
+
+    @router.get("/v1/entities/", response_model=Mem0Entities)
+    def entities(caller: Caller) -> Mem0Entities:
+        """Users with memories (dcpm has no agents, apps or runs as entities); an API key sees its own."""
+        return entities_of(service.users(only=caller.user_id))
+
+    @router.delete("/v2/entities/{entity_type}/{name}/", response_model=Mem0DeletedAll)
+    def delete_entity(entity_type: str, name: str, caller: Caller) -> Mem0DeletedAll:
+        """MemoryClient.delete_users and reset come here, one entity at a time."""
+        if entity_type != "user":
+            raise Invalid(f"dcpm has users only, no {entity_type} entities")
+        require_user(caller, name)
+        return Mem0DeletedAll(**service.delete_user(name).model_dump(), message="Entity deleted successfully!")
+
+    return router
+
+
+def _from_epoch(seconds: float | None) -> datetime | None:
+    """Mem0 sends Unix seconds; a value no calendar can hold is the caller's mistake (422)."""
+    if seconds is None:
+        return None
+    try:
+        return datetime.fromtimestamp(seconds, timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        raise Invalid(f"timestamp {seconds} is out of range") from None

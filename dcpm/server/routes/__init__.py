@@ -1,0 +1,1 @@
+"""dcpm's own HTTP routes, one module per resource."""

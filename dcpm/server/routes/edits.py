@@ -1,0 +1,67 @@
+"""dcpm's own routes for changing stored memories by id: hard delete and text edits (see
+dcpm.admin). The MCP server and dcpm.Client reach a daemon's data through these."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from dcpm.auth import require_owner, require_user
+from dcpm.api.models import DeleteResponse, DeleteUserResponse, HistoryEvent, ItemOut, NodeOut, UpdateMemoryRequest
+from dcpm.server.caller import Caller
+from dcpm.service import MemoryService
+
+
+def admin_router(service: MemoryService, guarded: list[Any]) -> APIRouter:
+    router = APIRouter(dependencies=guarded, tags=["memories"])
+
+    @router.delete("/v1/items/{memory_id}", response_model=DeleteResponse)
+    def delete_memory(memory_id: str, caller: Caller, with_predecessors: bool = False,
+                      chain: bool = False) -> DeleteResponse:
+        """Hard-delete an item or raw turn; the item's chain is linked around it, its events keep
+        a tombstone. `with_predecessors` also deletes the revisions it superseded; `chain` deletes
+        every revision of the belief."""
+        require_owner(caller, service.owner_of(memory_id), memory_id)
+        if chain:
+            return service.delete_chain(memory_id)
+        return service.delete_memory(memory_id, with_predecessors=with_predecessors)
+
+    @router.get("/v1/nodes/{node_id}", response_model=NodeOut)
+    def node(node_id: str, caller: Caller) -> NodeOut:
+        """A graph node with the items supporting it and its edges."""
+        require_owner(caller, service.node_owner(node_id), node_id, what="graph node")
+        return service.node(node_id)
+
+    @router.delete("/v1/nodes/{node_id}", response_model=DeleteResponse)
+    def delete_node(node_id: str, caller: Caller) -> DeleteResponse:
+        """A schema, intention or core-schema node with its edges; the facts stay."""
+        require_owner(caller, service.node_owner(node_id), node_id, what="graph node")
+        return service.delete_node(node_id)
+
+    @router.delete("/v1/users/{user_id}/sessions/{session_id}", response_model=DeleteResponse)
+    def delete_session(user_id: str, session_id: str, caller: Caller) -> DeleteResponse:
+        """Every turn of a session and every item extracted from them."""
+        require_user(caller, user_id)
+        return service.delete_session(user_id, session_id)
+
+    @router.get("/v1/users/{user_id}/events", response_model=list[HistoryEvent])
+    def events(user_id: str, caller: Caller,
+               limit: Annotated[int, Query(ge=1, le=5000)] = 200) -> list[HistoryEvent]:
+        """The user's event log, newest first; deleted subjects keep only tombstones."""
+        require_user(caller, user_id)
+        return service.events(user_id, limit)
+
+    @router.patch("/v1/items/{memory_id}", response_model=ItemOut)
+    def update_memory(memory_id: str, body: UpdateMemoryRequest, caller: Caller) -> ItemOut:
+        """New text for a current item, kept as an UPDATE revision; the vector is re-embedded."""
+        require_owner(caller, service.owner_of(memory_id), memory_id)
+        return service.update_memory(memory_id, body.text)
+
+    @router.delete("/v1/users/{user_id}", response_model=DeleteUserResponse)
+    def delete_user(user_id: str, caller: Caller) -> DeleteUserResponse:
+        """Everything stored for a user, vectors included."""
+        require_user(caller, user_id)
+        return service.delete_user(user_id)
+
+    return router

@@ -1,0 +1,105 @@
+"""The append-only event log: every change is recorded here, in the transaction that makes it,
+and read back here. The detail keys of each action are spelt in this module only:
+
+    raw_stored         status                       extracted          operations, llm_calls, tokens
+    extraction_failed  error, attempt               created            text, raw_id, supersedes?
+    updated            before, after, raw_id        superseded         by, raw_id
+    node_created       text, domain                 evidence_added     items
+    deleted            deleted: true (a tombstone; the text of the subject's other events is redacted too)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Iterable, Sequence
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from dcpm.domain import EventAction, Op
+from dcpm.store.models import Event
+
+TOMBSTONE = {"deleted": True}
+
+
+def record(session: Session, action: EventAction, *, user_id: str, subject_kind: str, subject_id: str,
+           request_id: str | None = None, **detail: Any) -> None:
+    """Append one event in the caller's transaction."""
+    session.add(Event(user_id=user_id, action=action, subject_kind=subject_kind, subject_id=subject_id,
+                      request_id=request_id, detail=detail))
+
+
+def tombstone(session: Session, *, user_id: str, subject_kind: str, subject_ids: Sequence[str]) -> int:
+    """A hard delete: redact every earlier event of the subjects and leave one `deleted` event
+    each, so the log keeps that something was removed but nothing of what it said."""
+    redacted = redact(session, subject_ids)
+    for subject_id in subject_ids:
+        record(session, EventAction.DELETED, user_id=user_id, subject_kind=subject_kind, subject_id=subject_id,
+               **TOMBSTONE)
+    return redacted
+
+
+def redact(session: Session, subject_ids: Sequence[str]) -> int:
+    """Blank the detail (which may hold memory text) of every event about these subjects."""
+    if not subject_ids:
+        return 0
+    result = session.execute(update(Event).where(Event.subject_id.in_(list(subject_ids))).values(detail=TOMBSTONE))
+    return int(result.rowcount or 0)
+
+
+def of_subjects(session: Session, subject_ids: Sequence[str]) -> list[Event]:
+    """The events of these subjects (e.g. every revision of a chain), oldest first."""
+    return list(session.scalars(select(Event).where(Event.subject_id.in_(list(subject_ids)))
+                                .order_by(Event.at, Event.id)))
+
+
+def of_user(session: Session, user_id: str, limit: int) -> list[Event]:
+    """A user's events, newest first."""
+    return list(session.scalars(select(Event).where(Event.user_id == user_id)
+                                .order_by(Event.at.desc(), Event.id.desc()).limit(limit)))
+
+
+def of_request(session: Session, request_id: str, actions: Iterable[EventAction]) -> list[Event]:
+    """What one add_memory request did, in the order it did it."""
+    return list(session.scalars(select(Event).where(Event.request_id == request_id,
+                                                    Event.action.in_(list(actions))).order_by(Event.id)))
+
+
+@dataclass(frozen=True)
+class ItemChange:
+    """One event of an item's chain, read: what the writer's outcome, `dcpm history` and the
+    Mem0 history route show."""
+
+    action: str
+    item_id: str
+    at: datetime
+    request_id: str | None
+    op: Op | None = None  # ADD / SUPERSEDE for a created item, UPDATE for an in-place edit
+    text: str | None = None  # the item's text after this change
+    before: str | None = None  # UPDATE: the text it replaced
+    supersedes: str | None = None  # SUPERSEDE: the revision it replaced
+    superseded_by: str | None = None  # `superseded`: the revision that replaced this one
+    raw_id: str | None = None  # the turn it came from
+    deleted: bool = False
+
+
+def item_change(action: str, item_id: str, at: datetime, request_id: str | None,
+                detail: dict[str, Any] | None) -> ItemChange:
+    detail = detail or {}
+    common = dict(action=action, item_id=item_id, at=at, request_id=request_id, raw_id=detail.get("raw_id"))
+    if detail.get("deleted"):
+        return ItemChange(**common, deleted=True)
+    if action == EventAction.CREATED:
+        supersedes = detail.get("supersedes")
+        return ItemChange(**common, op=Op.SUPERSEDE if supersedes else Op.ADD, text=detail.get("text"),
+                          supersedes=supersedes)
+    if action == EventAction.UPDATED:
+        return ItemChange(**common, op=Op.UPDATE, text=detail.get("after"), before=detail.get("before"))
+    if action == EventAction.SUPERSEDED:
+        return ItemChange(**common, superseded_by=detail.get("by"))
+    return ItemChange(**common)
+
+
+def change_of(event: Event) -> ItemChange:
+    return item_change(event.action, event.subject_id, event.at, event.request_id, event.detail)

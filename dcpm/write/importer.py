@@ -1,0 +1,123 @@
+"""`dcpm import FILE.jsonl`: bulk raw ingest of a chat history.
+
+Every line is validated before anything is written (errors name the line), then lines are
+imported in batches with one embedding call each. Raw ids are derived from the line's content,
+so a re-run, or a run resumed after an interruption, skips what is already stored.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Callable, Iterator
+
+from dateutil import parser as dateparser
+
+from dcpm.config import Settings
+from dcpm.errors import Invalid
+from dcpm.domain import Turn
+from dcpm.write.raw import check_turns, deterministic_raw_id
+from dcpm.domain import check_user_id
+
+MAX_REPORTED_ERRORS = 20
+
+
+@dataclass
+class ImportLine:
+    user_id: str
+    turn: Turn
+
+
+def parse_line(raw: str, default_user: str | None) -> ImportLine:
+    """One JSON object: text|content, and optionally user_id, role, speaker|name, session_id,
+    timestamp (ISO-8601 or any common date form), metadata, id."""
+    try:
+        record = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc.msg})") from None
+    if not isinstance(record, dict):
+        raise ValueError("expected a JSON object")
+    user_id = record.get("user_id") or default_user
+    if not user_id:
+        raise ValueError("no user_id (give one per line or --user)")
+    check_user_id(str(user_id))
+    text = record.get("text", record.get("content"))
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("no text")
+    timestamp = record.get("timestamp")
+    when: datetime | None = None
+    if timestamp is not None:
+        try:
+            when = dateparser.parse(str(timestamp))
+        except (ValueError, OverflowError):
+            raise ValueError(f"unreadable timestamp {timestamp!r}") from None
+    metadata = record.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise ValueError("metadata must be an object")
+    return ImportLine(str(user_id), Turn(
+        text=text, role=str(record.get("role", "user")), speaker=record.get("speaker") or record.get("name"),
+        session_id=record.get("session_id"), timestamp=when, metadata=metadata,
+        id=str(record["id"]) if record.get("id") is not None else None,
+    ))
+
+
+def read_file(path: Path, default_user: str | None, settings: Settings) -> list[ImportLine]:
+    if not path.is_file():
+        raise Invalid(f"no such file: {path}")
+    lines: list[ImportLine] = []
+    errors: list[str] = []
+    with path.open(encoding="utf-8", errors="strict") as handle:
+        try:
+            for number, raw in enumerate(handle, 1):
+                if not raw.strip():
+                    continue
+                try:
+                    line = parse_line(raw, default_user)
+                    check_turns([line.turn], settings)
+                    lines.append(line)
+                except (ValueError, Invalid) as exc:
+                    errors.append(f"line {number}: {getattr(exc, 'message', exc)}")
+        except UnicodeDecodeError:
+            raise Invalid(f"{path} is not UTF-8 text") from None
+    if errors:
+        shown = "\n".join(errors[:MAX_REPORTED_ERRORS])
+        more = f"\n... and {len(errors) - MAX_REPORTED_ERRORS} more" if len(errors) > MAX_REPORTED_ERRORS else ""
+        raise Invalid(f"{len(errors)} bad line(s) in {path}; nothing was imported:\n{shown}{more}")
+    assign_ids(lines)
+    return lines
+
+
+def assign_ids(lines: list[ImportLine]) -> None:
+    """Deterministic ids; identical lines get their occurrence number so none collapses."""
+    seen: Counter[str] = Counter()
+    for line in lines:
+        if line.turn.id is None:
+            key = deterministic_raw_id(line.user_id, line.turn, 0)
+            line.turn.id = deterministic_raw_id(line.user_id, line.turn, seen[key])
+            seen[key] += 1
+        else:
+            line.turn.id = deterministic_raw_id(line.user_id, line.turn, 0)
+
+
+def batches(lines: list[ImportLine], size: int) -> Iterator[tuple[str, list[Turn]]]:
+    """Per-user batches in file order."""
+    pending: dict[str, list[Turn]] = defaultdict(list)
+    for line in lines:
+        pending[line.user_id].append(line.turn)
+        if len(pending[line.user_id]) >= size:
+            yield line.user_id, pending.pop(line.user_id)
+    for user_id, turns in pending.items():
+        yield user_id, turns
+
+
+def import_lines(store_batch: Callable[[str, list[Turn]], int], lines: list[ImportLine], batch_size: int,
+                 progress: Callable[[int], None] | None = None) -> int:
+    imported = 0
+    for user_id, turns in batches(lines, batch_size):
+        imported += store_batch(user_id, turns)
+        if progress:
+            progress(len(turns))
+    return imported

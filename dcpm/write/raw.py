@@ -1,0 +1,87 @@
+"""Raw persist (DCPM 2.2 i): turns are committed verbatim before anything else touches them."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Sequence
+
+from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
+
+from dcpm.config import Settings
+from dcpm.domain import Turn, as_utc
+from dcpm.errors import Invalid
+from dcpm.store.models import Event, RawInput, User, utcnow
+
+# Namespace for deterministic raw ids, so re-importing a file finds what is already there.
+RAW_ID_NAMESPACE = uuid.UUID("6f1d3c1e-2b53-4d3f-9a57-5f2f0f6d8a10")
+
+
+def check_turns(turns: Sequence[Turn], settings: Settings) -> None:
+    """Size limits, checked before anything is written so a bad request changes nothing."""
+    if not turns:
+        raise Invalid("no turns to store")
+    if len(turns) > settings.max_messages:
+        raise Invalid(f"too many messages: {len(turns)} > {settings.max_messages}")
+    for number, turn in enumerate(turns, 1):
+        if not turn.text.strip():
+            raise Invalid(f"message {number} is empty")
+        if len(turn.text) > settings.max_text_chars:
+            raise Invalid(f"message {number} is {len(turn.text)} characters; the limit is {settings.max_text_chars}")
+        if "\x00" in turn.text:
+            raise Invalid(f"message {number} contains a NUL character")
+        if turn.id is not None:
+            try:
+                uuid.UUID(turn.id)
+            except ValueError:
+                raise Invalid(f"message {number} has id {turn.id!r}, which is not a UUID") from None
+        if len(json.dumps(turn.metadata, default=str)) > settings.max_metadata_bytes:
+            raise Invalid(f"metadata of message {number} is larger than {settings.max_metadata_bytes} bytes")
+
+
+def deterministic_raw_id(user_id: str, turn: Turn, occurrence: int) -> str:
+    key = json.dumps([user_id, turn.id, turn.session_id, turn.timestamp.isoformat() if turn.timestamp else None,
+                      turn.role, turn.speaker, turn.text, occurrence])
+    return str(uuid.uuid5(RAW_ID_NAMESPACE, key))
+
+
+def touch_user(session: Session, user_id: str) -> None:
+    """Create the user on first sight, atomically: concurrent first writes must not collide."""
+    now = utcnow()
+    dialect = session.get_bind().dialect.name
+    if dialect in ("sqlite", "postgresql"):
+        insert = sqlite_insert if dialect == "sqlite" else postgresql_insert
+        session.execute(insert(User).values(id=user_id, created_at=now, last_seen_at=now)
+                        .on_conflict_do_update(index_elements=[User.id], set_={"last_seen_at": now}))
+        return
+    user = session.get(User, user_id)
+    if user is None:
+        session.add(User(id=user_id, created_at=now, last_seen_at=now))
+        session.flush()
+    else:
+        user.last_seen_at = now
+
+
+def persist_turns(session: Session, user_id: str, turns: Sequence[Turn], *, request_id: str, status: str,
+                  skip_existing: bool = False) -> list[RawInput]:
+    """Write the turns as raw inputs in the caller's transaction; returns the rows written."""
+    touch_user(session, user_id)
+    wanted_ids = [t.id for t in turns if t.id]
+    existing = set(session.scalars(select(RawInput.id).where(RawInput.id.in_(wanted_ids)))) if skip_existing else set()
+    rows = []
+    for position, turn in enumerate(turns):
+        if turn.id and turn.id in existing:
+            continue
+        raw = RawInput(
+            id=turn.id or str(uuid.uuid4()), user_id=user_id, request_id=request_id, position=position,
+            session_id=turn.session_id, role=turn.role, speaker=turn.speaker, text=turn.text,
+            timestamp=as_utc(turn.timestamp), meta=turn.metadata, status=status,
+        )
+        rows.append(raw)
+    session.add_all(rows)
+    session.add_all(Event(user_id=user_id, action="raw_stored", subject_kind="raw", subject_id=raw.id,
+                          request_id=request_id, detail={"status": status}) for raw in rows)
+    return rows

@@ -1,0 +1,73 @@
+"""`add_memory` and bulk import, the entry of System 1 (DCPM 2.2): the turns are committed
+verbatim (step i) and indexed, so they are searchable at once; then, with `infer`, the writer
+extracts and reconciles them (steps ii-iv), now or in the background."""
+
+from __future__ import annotations
+
+import uuid
+
+from dcpm.api.models import AddMemoryRequest, AddMemoryResponse, Operation
+from dcpm.domain import ItemKind, Op, RawStatus, Turn
+from dcpm.store.datadir import ensure_free_space
+from dcpm.write.raw import check_turns, persist_turns
+from dcpm.write.recovery import RecoveryLoop
+from dcpm.write.writer import WriteResult, Writer
+
+
+def add_memory(writer: Writer, recovery: RecoveryLoop, request: AddMemoryRequest) -> AddMemoryResponse:
+    """Raw persist, then index; extraction follows as the request asks (wait, background, or
+    later when no LLM is configured). Nothing is written when the request is refused."""
+    turns = [Turn(text=m.content, role=m.role, speaker=m.name, session_id=request.session_id,
+                  timestamp=m.timestamp or request.timestamp, metadata=request.metadata)
+             for m in request.turns()]
+    rows = _persist(writer, request.user_id, turns, RawStatus.PENDING if request.infer else RawStatus.RAW)
+    response = AddMemoryResponse(
+        request_id=rows[0].request_id, user_id=request.user_id, raw_ids=[r.id for r in rows],
+        status="pending" if request.infer else "stored", message="stored verbatim",
+        operations=[Operation(op=Op.RAW, id=r.id, text=r.text, kind=ItemKind.RAW) for r in rows],
+    )
+    if not request.infer:
+        return response
+    if writer.llm is None:
+        response.message = "stored verbatim; extraction waits until an LLM is configured (dcpm backfill)"
+    elif not request.wait:
+        recovery.submit(request.user_id)
+        response.message = "stored verbatim; extraction runs in the background"
+    else:
+        request_id = response.request_id
+        result = writer.drain(request.user_id, until=request_id).get(request_id)
+        if result is None:  # processed by another worker meanwhile, or still queued behind an earlier input
+            result = writer.outcome(request_id)
+        _report(response, result)
+    return response
+
+
+def import_turns(writer: Writer, user_id: str, turns: list[Turn]) -> int:
+    """Bulk raw ingest of one batch; turns carry deterministic ids, known ones are skipped."""
+    return len(_persist(writer, user_id, turns, RawStatus.RAW, skip_existing=True))
+
+
+def _persist(writer: Writer, user_id: str, turns: list[Turn], status: RawStatus, skip_existing: bool = False):  # type: ignore[no-untyped-def]
+    """Step (i): checks first, so a refused request writes nothing; then rows, then vectors."""
+    check_turns(turns, writer.settings)
+    ensure_free_space(writer.settings.data_dir, writer.settings.min_free_disk_mb)
+    with writer.db.session() as session:
+        rows = persist_turns(session, user_id, turns, request_id=str(uuid.uuid4()), status=status,
+                             skip_existing=skip_existing)
+    if rows:
+        writer.index_rows(raws=rows)
+    return rows
+
+
+def _report(response: AddMemoryResponse, result: WriteResult) -> None:
+    """What the writer did, in the response's words."""
+    if result.status == RawStatus.PENDING and not result.error:
+        response.message = "stored verbatim; waiting behind an earlier input of this user"
+        return
+    done = result.status == RawStatus.DONE
+    response.status = "done" if done else "pending"
+    response.operations += result.operations
+    response.llm_calls, response.tokens, response.error = result.usage.calls, result.usage.tokens, result.error
+    response.timings_ms = {"total": round(result.seconds * 1000, 2), "llm": round(result.usage.seconds * 1000, 2),
+                           "non_llm": round(result.non_llm_seconds * 1000, 2)}
+    response.message = "extracted" if done else "stored verbatim; extraction failed and will be retried"
