@@ -1,5 +1,5 @@
 """`python -m dcpm`: the same as the `dcpm` command."""
 
-from dcpm.cli import main
+from dcpm.cli.main import main
 
 main()

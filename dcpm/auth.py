@@ -22,10 +22,10 @@ from datetime import timedelta
 from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from dcpm.config import Settings
-from dcpm.errors import Forbidden, Invalid, NotFound, StorageFull, Unauthorized
 from dcpm.api.models import ApiKeyOut, NewApiKey
+from dcpm.config import Settings
 from dcpm.domain import check_user_id
+from dcpm.errors import Forbidden, Invalid, NotFound, StorageFull, Unauthorized
 from dcpm.store.db import Database
 from dcpm.store.models import ApiKey, utcnow
 

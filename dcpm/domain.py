@@ -65,8 +65,8 @@ class RawStatus(StrEnum):
 
 
 class NodeStatus(StrEnum):
-    """A graph node is active, or lost part of its evidence to a delete and waits for the next
-    consolidation of its user to re-induce it."""
+    """A graph node is active, or lost part of its evidence to a hard delete and is marked for
+    re-induction (dcpm.admin.delete)."""
 
     ACTIVE = "active"
     NEEDS_REINDUCTION = "needs_reinduction"

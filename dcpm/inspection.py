@@ -6,6 +6,7 @@ so these answer without loading an embedder."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Callable
 
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
@@ -28,8 +29,12 @@ from dcpm.api.models import (
     RunOut,
     UserOut,
 )
+from dcpm.config import Settings
 from dcpm.domain import ITEM_KINDS, ItemKind, RawStatus, as_utc, check_memory_id, check_user_id
+from dcpm.embedding import Embedder
 from dcpm.errors import Invalid, NotFound
+from dcpm.index import VectorIndex
+from dcpm.llm import reachability
 from dcpm.store import events
 from dcpm.store.chains import believed_at, walk_chain
 from dcpm.store.consent import consent_of, set_consent
@@ -234,6 +239,25 @@ def runs(db: Database, user_id: str | None = None, limit: int = 50, job_id: str 
         if user_id:
             query = query.where(ConsolidationRun.user_id == user_id)
         return [run_out(r) for r in session.scalars(query)]
+
+
+def health(db: Database, index: Callable[[], VectorIndex], embedder: Callable[[], Embedder],
+           settings: Settings) -> dict:
+    """Store, index, embedder and LLM endpoint; reports every failure, never raises."""
+    report: dict = {"status": "ok"}
+    for part, probe in (("store", lambda: {"url": db.engine.url.render_as_string(hide_password=True),
+                                           "ping": db.ping()}),
+                        ("index", lambda: {"backend": index().backend, "points": index().count()}),
+                        ("embedder", lambda: {"name": embedder().name, "dim": embedder().dim,
+                                              "device": embedder().device})):
+        try:
+            details = {k: v for k, v in probe().items() if k != "ping"}
+            report[part] = {"ok": True, **details}
+        except Exception as exc:
+            report[part] = {"ok": False, "error": str(exc)}
+            report["status"] = "degraded"
+    report["llm"] = reachability(settings)
+    return report
 
 
 def history_event(event) -> HistoryEvent:  # type: ignore[no-untyped-def]

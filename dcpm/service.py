@@ -19,29 +19,7 @@ from dcpm import inspection
 from dcpm.admin import delete as admin_delete
 from dcpm.admin import edit as admin_edit
 from dcpm.admin import export
-from dcpm.api.models import (
-    AddMemoryRequest,
-    AddMemoryResponse,
-    ApiKeyOut,
-    ConsentOut,
-    ConsentUpdate,
-    ConsolidateRequest,
-    DeleteResponse,
-    DeleteUserResponse,
-    GraphOut,
-    HistoryEvent,
-    HistoryResponse,
-    ItemOut,
-    JobOut,
-    ListResponse,
-    NewApiKey,
-    NodeOut,
-    RawOut,
-    RunOut,
-    SearchRequest,
-    SearchResponse,
-    UserOut,
-)
+from dcpm.api import models as api
 from dcpm.api.protocol import Memory, Progress
 from dcpm.auth import KeyStore
 from dcpm.config import Settings
@@ -49,10 +27,9 @@ from dcpm.consolidation.jobs import ConsolidationJobs
 from dcpm.consolidation.runs import Backends
 from dcpm.domain import Turn
 from dcpm.embedding import Embedder, load_embedder
-from dcpm.errors import Unavailable
 from dcpm.index import VectorIndex, open_index, projection
 from dcpm.index.upkeep import IndexMaintenance
-from dcpm.llm import LLMClient, reachability
+from dcpm.llm import LLMClient
 from dcpm.read import search as read_search
 from dcpm.read.query import FrozenQueryEncoder, QueryEncoder
 from dcpm.store.datadir import DataDirLock, ensure_free_space
@@ -146,35 +123,35 @@ class MemoryService:
             self.recovery.start()
 
     # --- the two calls an assistant makes ---------------------------------------------------
-    def add_memory(self, request: AddMemoryRequest) -> AddMemoryResponse:
+    def add_memory(self, request: api.AddMemoryRequest) -> api.AddMemoryResponse:
         return remember.add_memory(self.writer, self.recovery, request)
 
     def import_turns(self, user_id: str, turns: list[Turn]) -> int:
         return remember.import_turns(self.writer, user_id, turns)
 
-    def search(self, request: SearchRequest) -> SearchResponse:
+    def search(self, request: api.SearchRequest) -> api.SearchResponse:
         encoder = self.query_encoder if request.associative else self.frozen_encoder
         return read_search.search(self.db, self.index, encoder, self.settings, request)
 
     # --- inspection (dcpm.inspection) -------------------------------------------------------
     def list_memories(self, user_id: str, kind: str | None = None, limit: int = 50, offset: int = 0,
                       status: str | None = None, topic: str | None = None,
-                      since: datetime | None = None) -> ListResponse:
+                      since: datetime | None = None) -> api.ListResponse:
         return inspection.list_memories(self.db, user_id, kind, limit, offset, status, topic, since)
 
-    def get(self, memory_id: str) -> ItemOut | RawOut:
+    def get(self, memory_id: str) -> api.ItemOut | api.RawOut:
         return inspection.get(self.db, memory_id)
 
-    def history(self, memory_id: str) -> HistoryResponse:
+    def history(self, memory_id: str) -> api.HistoryResponse:
         return inspection.history(self.db, memory_id)
 
-    def node(self, node_id: str) -> NodeOut:
+    def node(self, node_id: str) -> api.NodeOut:
         return inspection.node(self.db, node_id)
 
-    def users(self, only: str | None = None) -> list[UserOut]:
+    def users(self, only: str | None = None) -> list[api.UserOut]:
         return inspection.users(self.db, only)
 
-    def events(self, user_id: str, limit: int = 200) -> list[HistoryEvent]:
+    def events(self, user_id: str, limit: int = 200) -> list[api.HistoryEvent]:
         return inspection.user_events(self.db, user_id, limit)
 
     def owner_of(self, memory_id: str) -> str:
@@ -184,64 +161,54 @@ class MemoryService:
         return inspection.node_owner(self.db, node_id)
 
     # --- edits and hard deletes (dcpm.admin) ------------------------------------------------
-    def update_memory(self, memory_id: str, text: str) -> ItemOut:
+    def update_memory(self, memory_id: str, text: str) -> api.ItemOut:
         """New text for a current item as an UPDATE revision, re-embedded; returns the item."""
         admin_edit.revise_text(self.db, self.index, self.embedder, self.settings, memory_id, text)
         return self.get(memory_id)  # type: ignore[return-value]
 
-    def delete_memory(self, memory_id: str, with_predecessors: bool = False) -> DeleteResponse:
+    def delete_memory(self, memory_id: str, with_predecessors: bool = False) -> api.DeleteResponse:
         deletion = admin_delete.delete_memory(self.db, self.index, self.settings, memory_id,
                                               with_predecessors=with_predecessors)
-        return DeleteResponse.model_validate(deletion, from_attributes=True)
+        return api.DeleteResponse.model_validate(deletion, from_attributes=True)
 
-    def delete_chain(self, memory_id: str) -> DeleteResponse:
+    def delete_chain(self, memory_id: str) -> api.DeleteResponse:
         """Every revision of the item's belief: the chain's head with all its predecessors."""
         return self.delete_memory(inspection.chain_head(self.db, memory_id), with_predecessors=True)
 
-    def delete_node(self, node_id: str) -> DeleteResponse:
-        return DeleteResponse.model_validate(admin_delete.delete_node(self.db, self.index, node_id),
+    def delete_node(self, node_id: str) -> api.DeleteResponse:
+        return api.DeleteResponse.model_validate(admin_delete.delete_node(self.db, self.index, node_id),
                                              from_attributes=True)
 
-    def delete_session(self, user_id: str, session_id: str) -> DeleteResponse:
+    def delete_session(self, user_id: str, session_id: str) -> api.DeleteResponse:
         deletion = admin_delete.delete_session(self.db, self.index, self.settings, user_id, session_id)
-        return DeleteResponse.model_validate(deletion, from_attributes=True)
+        return api.DeleteResponse.model_validate(deletion, from_attributes=True)
 
-    def delete_user(self, user_id: str) -> DeleteUserResponse:
+    def delete_user(self, user_id: str) -> api.DeleteUserResponse:
         deletion = admin_delete.delete_user(self.db, self.index, self.settings, user_id)
-        return DeleteUserResponse.model_validate(deletion, from_attributes=True)
+        return api.DeleteUserResponse.model_validate(deletion, from_attributes=True)
 
     # --- System 2 (dcpm.consolidation) ------------------------------------------------------
-    def consolidate(self, request: ConsolidateRequest) -> JobOut:
+    def consolidate(self, request: api.ConsolidateRequest) -> api.JobOut:
         """Start a consolidation job in the background; poll `consolidation_job` for progress."""
         if request.user_id:
             inspection.known_user(self.db, request.user_id)
         return self.consolidation.start([request.user_id] if request.user_id else None, request.dry_run)
 
-    def consolidation_job(self, job_id: str) -> JobOut:
+    def consolidation_job(self, job_id: str) -> api.JobOut:
         return self.consolidation.job(job_id)
 
-    def runs(self, user_id: str | None = None, limit: int = 50) -> list[RunOut]:
+    def runs(self, user_id: str | None = None, limit: int = 50) -> list[api.RunOut]:
         return inspection.runs(self.db, user_id, limit)
 
-    def consent(self, user_id: str, update: ConsentUpdate | None = None) -> ConsentOut:
+    def consent(self, user_id: str, update: api.ConsentUpdate | None = None) -> api.ConsentOut:
         return inspection.consent(self.db, user_id, update)
 
-    def graph(self, user_id: str) -> GraphOut:
+    def graph(self, user_id: str) -> api.GraphOut:
         return inspection.graph(self.db, user_id)
 
     # --- operations -------------------------------------------------------------------------
     def backfill(self, progress: Progress | None = None) -> int:
-        """Process everything pending now (e.g. after an LLM was configured); returns requests done."""
-        if self.llm is None:
-            raise Unavailable("no LLM configured: set DCPM_LLM_BASE_URL and DCPM_LLM_MODEL first")
-        users = self.writer.users_with_pending()
-        done = 0
-        for number, user_id in enumerate(users, 1):
-            results = self.writer.drain(user_id, force=True)
-            done += sum(1 for r in results.values() if r.status == "done")
-            if progress:
-                progress(number, len(users))
-        return done
+        return remember.backfill(self.writer, progress)
 
     def reindex(self, progress: Progress | None = None) -> int:
         """Drop every vector and rebuild the index from the relational store."""
@@ -271,32 +238,16 @@ class MemoryService:
         return manifest
 
     def health(self) -> dict:
-        """Store, index, embedder and LLM; reports, never raises."""
-        report: dict = {"status": "ok"}
-        try:
-            self.db.ping()
-            report["store"] = {"ok": True, "url": self.db.engine.url.render_as_string(hide_password=True)}
-        except Exception as exc:
-            report["store"] = {"ok": False, "error": str(exc)}
-            report["status"] = "degraded"
-        try:
-            report["index"] = {"ok": True, "backend": self.index.backend, "points": self.index.count()}
-        except Exception as exc:
-            report["index"] = {"ok": False, "error": str(exc)}
-            report["status"] = "degraded"
-        report["embedder"] = {"ok": True, "name": self.embedder.name, "dim": self.embedder.dim,
-                              "device": self.embedder.device}
-        report["llm"] = reachability(self.settings)
-        return report
+        return inspection.health(self.db, lambda: self.index, lambda: self.embedder, self.settings)
 
     # --- access control (dcpm.auth) ---------------------------------------------------------
-    def create_key(self, user_id: str, label: str | None = None) -> NewApiKey:
+    def create_key(self, user_id: str, label: str | None = None) -> api.NewApiKey:
         return self.keys.create_key(user_id, label)
 
-    def api_keys(self, user_id: str | None = None) -> list[ApiKeyOut]:
+    def api_keys(self, user_id: str | None = None) -> list[api.ApiKeyOut]:
         return self.keys.api_keys(user_id)
 
-    def revoke_key(self, key_ref: str) -> ApiKeyOut:
+    def revoke_key(self, key_ref: str) -> api.ApiKeyOut:
         return self.keys.revoke_key(key_ref)
 
     def close(self) -> None:

@@ -19,14 +19,14 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from dcpm.api.models import ConsentUpdate
 from dcpm.config import Settings
 from dcpm.consolidation.runs import consolidate_user
 from dcpm.consolidation.triage import triage
-from dcpm.write.raw import touch_user
-from dcpm.api.models import ConsentUpdate
 from dcpm.service import MemoryService
 from dcpm.store.items import NewItem, add_item
 from dcpm.testing.scripted_llm import LLMServer
+from dcpm.write.raw import touch_user
 
 DOMAINS = {
     "fitness": ["went running {w} along the {p}", "did a {n}-minute yoga session {w}", "swam {n} lengths at the {p} pool",

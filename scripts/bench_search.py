@@ -162,9 +162,9 @@ def percentiles(values: list[float]) -> dict[str, float]:
 
 
 def bench_queries(svc, questions: list[str], count: int) -> dict[str, Any]:
+    from dcpm.api.models import SearchRequest
     from dcpm.index import Scope
     from dcpm.index.base import DENSE
-    from dcpm.api.models import SearchRequest
 
     queries = [questions[i % len(questions)] for i in range(count)]
     scope = Scope(user_id="target")

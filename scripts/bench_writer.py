@@ -15,8 +15,8 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from dcpm.config import Settings
 from dcpm.api.models import AddMemoryRequest
+from dcpm.config import Settings
 from dcpm.service import MemoryService
 from dcpm.testing.scripted_llm import LLMServer
 

@@ -63,9 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     from rich.table import Table
 
     from dcpm.adapter.encoder import AssociativeQueryEncoder, adapter_directory
+    from dcpm.adapter.manifest import read_manifest
     from dcpm.adapter.training.evaluation import cue_set, evaluate, query_vectors, seen_in_training
     from dcpm.adapter.training.lives import facts_and_rows, read_lives, rows_hash
-    from dcpm.adapter.manifest import read_manifest
     from dcpm.config import Settings
     from dcpm.embedding import load_embedder
 

@@ -1,1 +1,2 @@
-"""Process entry points for background work (consolidation, adapter training)."""
+"""Process entry points for background work, each `argv -> one library call`: the library in
+`dcpm/` never imports this package."""

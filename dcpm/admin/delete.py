@@ -1,11 +1,11 @@
 """Hard delete: one memory (an item, optionally with the revisions it superseded, or a raw
-turn), or everything of a user. The small core the Mem0 and MCP deletes need; the admin issue
-builds full cascading delete with proofs on top of it.
+turn), one graph node, one session, or everything of a user.
 
 Deleting is the one write that removes rows instead of adding them, so it must leave nothing
 dangling: a deleted item's chain neighbours are linked to each other, its revisions and vector
 go, the graph loses it as evidence, and the events that described it keep only a tombstone
-(`{"deleted": true}`): the log still shows that something happened, never what.
+(`{"deleted": true}`, see dcpm.store.events): the log still shows that something happened,
+never what. A node that loses only part of its evidence stays, marked needs_reinduction.
 
 Vectors go before rows: if the process dies in between, the rows are still there and start-up
 repair re-indexes them, so the delete simply did not happen and can be retried. The other
@@ -14,21 +14,21 @@ order could leave vectors of deleted text that nothing would ever clean up.
 
 from __future__ import annotations
 
-import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Iterator, Sequence
 
 from sqlalchemy import delete, or_, select, update
 from sqlalchemy.orm import Session
 
-from dcpm.index import projection
-from dcpm.store.chains import ChainNode, walk_chain
+from dcpm.admin.relink import Relink, relink
 from dcpm.config import Settings
-from dcpm.errors import Invalid, NotFound
-from dcpm.index import VectorIndex
-from dcpm.store import leases
+from dcpm.domain import ItemKind, NodeStatus
+from dcpm.errors import NotFound
+from dcpm.index import VectorIndex, projection
+from dcpm.inspection import owner_of
+from dcpm.store import events, leases
+from dcpm.store.chains import walk_chain
 from dcpm.store.db import Database
 from dcpm.store.models import (
     ApiKey,
@@ -36,7 +36,6 @@ from dcpm.store.models import (
     Consent,
     ConsolidationRun,
     Edge,
-    Event,
     Evidence,
     Item,
     ItemRevision,
@@ -46,20 +45,9 @@ from dcpm.store.models import (
     utcnow,
 )
 
-TOMBSTONE = {"deleted": True}
 # Rows a user owns outright, children before parents; edges, revisions and evidence go first by
 # their own keys, and events are redacted, not deleted. A new table with a user_id belongs here.
 USER_OWNED = (Node, Item, RawInput, Consent, ConsolidationRun, ClusterDone, ApiKey)  # a deleted user's keys go too
-
-
-@dataclass(frozen=True)
-class Relink:
-    """New chain pointers of one surviving item."""
-
-    id: str
-    supersedes_id: str | None
-    superseded_by_id: str | None
-    valid_to: datetime | None
 
 
 @dataclass
@@ -68,7 +56,7 @@ class Deletion:
     deleted: list[str] = field(default_factory=list)  # memory ids removed
     relinked: list[str] = field(default_factory=list)  # chain neighbours now linked to each other
     nodes_deleted: list[str] = field(default_factory=list)  # graph nodes left without evidence
-    nodes_reinduce: list[str] = field(default_factory=list)  # nodes that lost part of their evidence
+    nodes_reinduce: list[str] = field(default_factory=list)  # nodes that lost part of their evidence, kept
     raw_deleted: list[str] = field(default_factory=list)  # turns the deleted items were extracted from
     raw_kept: list[str] = field(default_factory=list)  # such turns kept: they still feed a kept item
 
@@ -80,39 +68,6 @@ class UserDeletion:
     items: int = 0
     nodes: int = 0
     events_redacted: int = 0
-
-
-def relink(chain: Sequence[ChainNode], removed: set[str]) -> list[Relink]:
-    """The survivors' new links once `removed` leave a chain (ordered oldest first, as
-    `walk_chain` returns it): each survivor points at its nearest surviving neighbours, and one
-    whose successor changed holds until the new successor's start (a new head holds open-ended).
-    Only survivors whose links change are returned."""
-    survivors = [node for node in chain if node.id not in removed]
-    changes = []
-    for position, node in enumerate(survivors):
-        before = survivors[position - 1] if position else None
-        after = survivors[position + 1] if position + 1 < len(survivors) else None
-        supersedes = before.id if before else None
-        superseded_by = after.id if after else None
-        if supersedes == node.supersedes_id and superseded_by == node.superseded_by_id:
-            continue
-        valid_to = node.valid_to if superseded_by == node.superseded_by_id else (after.valid_from if after else None)
-        changes.append(Relink(node.id, supersedes, superseded_by, valid_to))
-    return changes
-
-
-def owner_of(db: Database, memory_id: str) -> str:
-    """The user a memory (item or raw turn) belongs to; Invalid for a non-id, NotFound if absent."""
-    try:
-        uuid.UUID(memory_id)
-    except ValueError:
-        raise Invalid(f"{memory_id!r} is not a memory id (a UUID)") from None
-    with db.session() as session:
-        user_id = (session.scalar(select(Item.user_id).where(Item.id == memory_id))
-                   or session.scalar(select(RawInput.user_id).where(RawInput.id == memory_id)))
-    if user_id is None:
-        raise NotFound(f"no memory with id {memory_id}")
-    return user_id
 
 
 @contextmanager
@@ -162,6 +117,7 @@ def _delete_items(session: Session, index: VectorIndex, victims: Sequence[Item],
     _apply_relinks(session, victims, changes)
     result.nodes_reinduce = _drop_items(session, victims)
     _drop_nodes(session, orphans)
+    events.redact(session, orphans)  # no text of theirs stays in the log; `nodes_deleted` reports them
     result.nodes_reinduce = sorted(set(result.nodes_reinduce) - set(orphans))
     for raws in sources:
         fed = session.scalar(select(Item.id).where(Item.source_raw_id.in_([r.id for r in raws])).limit(1))
@@ -205,8 +161,7 @@ def delete_node(db: Database, index: VectorIndex, node_id: str) -> Deletion:
         result = Deletion(user_id=node.user_id, nodes_deleted=[node_id])
         index.delete([node_id])
         _drop_nodes(session, [node_id])
-        session.add(Event(user_id=node.user_id, action="deleted", subject_kind=node.kind, subject_id=node_id,
-                          detail=TOMBSTONE))
+        events.tombstone(session, user_id=node.user_id, subject_kind=node.kind, subject_ids=[node_id])
     db.scrub()
     return result
 
@@ -234,8 +189,7 @@ def delete_session(db: Database, index: VectorIndex, settings: Settings, user_id
 def _drop_raw(session: Session, raw: RawInput) -> None:
     """A turn goes; facts extracted from it stay (they are beliefs of their own) but lose the link."""
     session.execute(update(Item).where(Item.source_raw_id == raw.id).values(source_raw_id=None))
-    _tombstone(session, [raw.id])
-    session.add(Event(user_id=raw.user_id, action="deleted", subject_kind="raw", subject_id=raw.id, detail=TOMBSTONE))
+    events.tombstone(session, user_id=raw.user_id, subject_kind=ItemKind.RAW, subject_ids=[raw.id])
     session.delete(raw)
 
 
@@ -255,12 +209,12 @@ def _drop_items(session: Session, victims: Sequence[Item]) -> list[str]:
     session.execute(delete(ItemRevision).where(ItemRevision.item_id.in_(ids)))
     supported = set(session.scalars(select(Evidence.node_id).where(Evidence.item_id.in_(ids))))
     session.execute(delete(Evidence).where(Evidence.item_id.in_(ids)))
-    if supported:  # a node that lost part of its evidence is re-induced by the next consolidation
-        session.execute(update(Node).where(Node.id.in_(supported)).values(status="needs_reinduction"))
-    _tombstone(session, ids)
+    if supported:
+        # A node that lost part of its evidence stays, marked: the read path still surfaces it, the
+        # sweep (active schemas only) leaves it out, and nothing re-induces it yet.
+        session.execute(update(Node).where(Node.id.in_(supported)).values(status=NodeStatus.NEEDS_REINDUCTION))
     for victim in victims:
-        session.add(Event(user_id=victim.user_id, action="deleted", subject_kind=victim.kind, subject_id=victim.id,
-                          detail=TOMBSTONE))
+        events.tombstone(session, user_id=victim.user_id, subject_kind=victim.kind, subject_ids=[victim.id])
     session.execute(delete(Item).where(Item.id.in_(ids)))
     return sorted(supported)
 
@@ -282,12 +236,7 @@ def _drop_nodes(session: Session, node_ids: Sequence[str]) -> None:
         return
     session.execute(delete(Edge).where(or_(Edge.source_id.in_(node_ids), Edge.target_id.in_(node_ids))))
     session.execute(delete(Evidence).where(Evidence.node_id.in_(node_ids)))
-    _tombstone(session, node_ids)
     session.execute(delete(Node).where(Node.id.in_(node_ids)))
-
-
-def _tombstone(session: Session, subject_ids: Sequence[str]) -> int:
-    return session.execute(update(Event).where(Event.subject_id.in_(subject_ids)).values(detail=TOMBSTONE)).rowcount
 
 
 def delete_user(db: Database, index: VectorIndex, settings: Settings, user_id: str) -> UserDeletion:
@@ -314,8 +263,7 @@ def delete_user(db: Database, index: VectorIndex, settings: Settings, user_id: s
                                                Edge.target_id.in_(users_nodes))))
         for model in USER_OWNED:
             session.execute(delete(model).where(model.user_id == user_id))
-        result.events_redacted = session.execute(update(Event).where(Event.user_id == user_id)
-                                                  .values(detail=TOMBSTONE)).rowcount
+        result.events_redacted = events.redact_user(session, user_id)
         session.execute(delete(User).where(User.id == user_id))
         result.raw_inputs, result.items, result.nodes = len(raw_ids), len(item_ids), len(node_ids)
     db.scrub()

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import uuid
 
-from dcpm.index import projection
-from dcpm.admin.delete import owner_of, writer_lease
+from dcpm.admin.delete import writer_lease
 from dcpm.config import Settings
+from dcpm.domain import Turn
 from dcpm.embedding import Embedder
 from dcpm.errors import Conflict, Invalid, NotFound
-from dcpm.index import VectorIndex
-from dcpm.domain import Turn
-from dcpm.write.raw import check_turns
+from dcpm.index import VectorIndex, projection
+from dcpm.inspection import owner_of
 from dcpm.store.db import Database
 from dcpm.store.items import update_text
 from dcpm.store.models import Item, RawInput
+from dcpm.write.raw import check_turns
 
 
 def revise_text(db: Database, index: VectorIndex, embedder: Embedder, settings: Settings, item_id: str,

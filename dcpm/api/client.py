@@ -11,9 +11,6 @@ from urllib.parse import quote
 import httpx
 from pydantic import TypeAdapter
 
-from dcpm.api.protocol import Progress
-from dcpm.errors import DcpmError, Invalid, Unavailable
-from dcpm.domain import Turn
 from dcpm.api.models import (
     AddMemoryRequest,
     AddMemoryResponse,
@@ -25,24 +22,26 @@ from dcpm.api.models import (
     DeleteResponse,
     DeleteUserResponse,
     GraphOut,
-    JobOut,
-    RunOut,
     HistoryEvent,
     HistoryResponse,
     ImportBatch,
     ImportBatchResult,
     ImportTurn,
     ItemOut,
+    JobOut,
     ListResponse,
     NewApiKey,
     NodeOut,
     RawOut,
+    RunOut,
     SearchRequest,
     SearchResponse,
     UpdateMemoryRequest,
     UserOut,
 )
-
+from dcpm.api.protocol import Progress
+from dcpm.domain import Turn
+from dcpm.errors import DcpmError, Invalid, Unavailable
 
 
 def _error_classes(root: type[DcpmError]) -> dict[int, type[DcpmError]]:

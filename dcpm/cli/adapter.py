@@ -1,5 +1,6 @@
-"""`dcpm adapter …`: train an associative query adapter, inspect one. Heavy imports stay inside
-the commands so that `dcpm --help` never loads torch."""
+"""`dcpm adapter …`, a Typer sub-app registered as `adapter`: train an associative query adapter
+(Madeleine 4.3-4.4) on simulated lives, or show an adapter's manifest and held-out metrics. Heavy
+imports stay inside the commands so that `dcpm --help` never loads torch."""
 
 from __future__ import annotations
 
@@ -8,12 +9,11 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from dcpm.cli.output import err, out, settings
+
 adapter_app = typer.Typer(help="Associative query adapter (Madeleine): train, inspect.", no_args_is_help=True)
-out = Console()
-err = Console(stderr=True)
 
 
 def _option(help: str):  # type: ignore[no-untyped-def]
@@ -45,17 +45,17 @@ def train(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from dcpm.adapter.training.lives import read_lives
-    from dcpm.config import load_settings
+    from dcpm.adapter.training.train import TrainingPlan
+    from dcpm.adapter.training.train import train as train_adapter
     from dcpm.embedding import load_embedder
-    from dcpm.adapter.training.train import TrainingPlan, train as train_adapter
 
-    settings = load_settings(**({"embedder_device": device} if device else {}))
+    config = settings(**({"embedder_device": device} if device else {}))
     lives = read_lives(corpus)
-    plan = TrainingPlan.from_settings(settings, tau=tau, rank=rank, alpha=alpha, dropout=dropout, lr=lr,
+    plan = TrainingPlan.from_settings(config, tau=tau, rank=rank, alpha=alpha, dropout=dropout, lr=lr,
                                       batch_size=batch_size, epochs=epochs, negative_max_cos=negative_max_cos,
                                       holdout=holdout, seed=seed, max_steps=max_steps)
-    with err.status(f"loading {settings.embedder}..."):
-        embedder = load_embedder(settings)
+    with err.status(f"loading {config.embedder}..."):
+        embedder = load_embedder(config)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("loss {task.fields[loss]}"), TimeRemainingColumn())
     with Progress(*columns, console=err) as bar:

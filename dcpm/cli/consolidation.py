@@ -1,4 +1,6 @@
-"""CLI commands of System 2: `consolidate`, `runs`, `consent`, `graph` (registered on `dcpm`)."""
+"""Commands of System 2 (DCPM 2.3): `consolidate` (start a job and follow it with a progress bar),
+`runs` (the recorded runs), `consent` (which inferred layers a user has opted into) and `graph`
+(a user's schema / intention / core-schema graph as text, Graphviz dot or JSON)."""
 
 from __future__ import annotations
 
@@ -9,13 +11,13 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from dcpm.cli.output import JsonFlag, dump, err, memory, out, progress, request, settings, when
+from dcpm.cli.output import JsonFlag, dump, memory, out, progress, request, when
 from dcpm.errors import Invalid
 
 OnOff = Annotated[Optional[str], typer.Option(help="on or off")]
+POLL_SECONDS = 0.5
 
 
-@app.command()
 def consolidate(user: Annotated[Optional[str], typer.Option(help="One user.")] = None,
                 all_users: Annotated[bool, typer.Option("--all", help="Every user.")] = False,
                 dry_run: Annotated[bool, typer.Option(help="Phase 1 only: clusters, no LLM, no writes.")] = False,
@@ -23,34 +25,27 @@ def consolidate(user: Annotated[Optional[str], typer.Option(help="One user.")] =
     """Run the nightly consolidation now (schemas, intentions, core schemas). For cron."""
     from dcpm.api.models import ConsolidateRequest
 
+    # ConsolidateRequest refuses this too, but in the API's words (user_id, all=true): say it in the options'.
     if (user is None) == (not all_users):
         raise Invalid("give --user USER or --all")
-    request = ConsolidateRequest(user_id=user, all=all_users, dry_run=dry_run)
+    wanted = request(ConsolidateRequest, user_id=user, all=all_users, dry_run=dry_run)
     with memory() as mem, progress() as bar:
         task = bar.add_task("consolidating", total=None)
-        if hasattr(mem, "consolidation"):  # this process owns the store: run here
-            def progress(user_id: str, phase: str, done: int, total: int) -> None:
-                bar.update(task, description=f"{user_id}: {phase}", completed=done, total=total or None)
-
-            mem.consolidation.run([user] if user else None, dry_run, progress)
-            runs = mem.runs(limit=len(mem.users()) if all_users else 1)
-        else:  # a daemon owns it: ask it to run the job and follow its run records
-            job = mem.consolidate(request)
-            while job.running:
-                time.sleep(0.5)
-                job = mem.consolidation_job(job.job_id)
-                done = sum(r.counts.get("clusters_done", 0) for r in job.runs)
-                total = sum(r.counts.get("clusters", 0) for r in job.runs)
-                current = job.runs[-1] if job.runs else None
-                bar.update(task, completed=done, total=total or None,
-                           description=f"{current.user_id}: {current.phase}" if current else "starting")
-            runs = job.runs
+        job = mem.consolidate(wanted)  # a background job, here or in the daemon: follow its run records
+        while job.running:
+            time.sleep(POLL_SECONDS)
+            job = mem.consolidation_job(job.job_id)
+            done = sum(r.counts.get("clusters_done", 0) for r in job.runs)
+            total = sum(r.counts.get("clusters", 0) for r in job.runs)
+            current = job.runs[-1] if job.runs else None
+            bar.update(task, completed=done, total=total or None,
+                       description=f"{current.user_id}: {current.phase}" if current else "starting")
     if as_json:
-        return dump(runs)
+        return dump(job.runs)
     table = Table(show_edge=False)
     for column in ("user", "status", "fresh", "clusters", "nodes", "core", "LLM calls", "errors"):
         table.add_column(column)
-    for run in runs:
+    for run in job.runs:
         c = run.counts
         table.add_row(run.user_id, run.status, str(c.get("fresh_items", "-")), str(c.get("clusters", "-")),
                       str(c.get("nodes_created", "-")), str(c.get("core_schemas_created", "-")),
@@ -58,7 +53,6 @@ def consolidate(user: Annotated[Optional[str], typer.Option(help="One user.")] =
     out.print(table)
 
 
-@app.command()
 def runs(user: Annotated[Optional[str], typer.Option(help="Only this user.")] = None, limit: int = 20,
          as_json: JsonFlag = False) -> None:
     """Recorded consolidation runs, newest first."""
@@ -79,7 +73,6 @@ def _flag(value: str | None, name: str) -> bool | None:
     return value.lower() == "on"
 
 
-@app.command()
 def consent(user: str, core_schemas: OnOff = None, schemas: OnOff = None, intentions: OnOff = None,
             as_json: JsonFlag = False) -> None:
     """Show or change which inferred layers USER has opted into (core schemas are off by default)."""
@@ -95,7 +88,6 @@ def consent(user: str, core_schemas: OnOff = None, schemas: OnOff = None, intent
         out.print(f"{layer.replace('_', '-'):<13} {'on' if getattr(result, layer) else 'off'}")
 
 
-@app.command()
 def graph(user: str, format: Annotated[str, typer.Option(help="text, dot or json")] = "text") -> None:
     """USER's schema / intention / core-schema graph."""
     with memory() as mem:

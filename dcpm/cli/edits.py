@@ -1,4 +1,5 @@
-"""CLI commands for deleting and auditing (registered on `dcpm`): `delete`, `events`."""
+"""`dcpm delete`: the hard delete of a memory, its chain, a graph node, a session or a whole user,
+gone everywhere (rows, revisions, vectors, evidence, event text), after a confirmation."""
 
 from __future__ import annotations
 
@@ -6,11 +7,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from dcpm.cli.output import JsonFlag, dump, err, memory, out, progress, request, settings, when
+from dcpm.cli.output import JsonFlag, dump, memory, out
 from dcpm.errors import Invalid
 
 
-@app.command()
 def delete(memory_id: Annotated[Optional[str], typer.Argument(help="An item or raw turn id.")] = None,
            chain: Annotated[bool, typer.Option(help="Delete the item's whole supersedes chain.")] = False,
            node: Annotated[Optional[str], typer.Option(help="A schema / intention / core-schema node id.")] = None,
@@ -42,14 +42,3 @@ def delete(memory_id: Annotated[Optional[str], typer.Argument(help="An item or r
             out.print(f"{key.replace('_', ' ')}: {value if not isinstance(value, list) else len(value)}")
     for kept in getattr(result, "raw_kept", []):
         out.print(f"kept raw turn {kept}: another kept item was extracted from it")
-
-
-@app.command()
-def events(user: str, limit: int = 50, as_json: JsonFlag = False) -> None:
-    """USER's event log, newest first."""
-    with memory() as mem:
-        result = mem.events(user, limit)
-    if as_json:
-        return dump(result)
-    for event in result:
-        out.print(f"{when(event.at)}  {event.action:<18} {event.item_id}  {event.detail}", markup=False)

@@ -1,41 +1,19 @@
-"""`dcpm keys`: API keys that act for one user (dcpm.auth), registered on `dcpm`.
+"""`dcpm keys`: API keys that act for one user (dcpm.auth), a Typer sub-app registered as `keys`.
 
 Key management is an admin operation. While a daemon serves the data directory it goes through
-the daemon's admin routes with the admin token from settings; otherwise it opens the relational
-store alone, which is all key records need (no vector index, no model to load)."""
+the daemon's admin routes with the admin token from settings; otherwise through the store opened
+here, which needs only the relational store for key records (no vector index, no model)."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Annotated, Any, Iterator, Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.table import Table
 
+from dcpm.cli.output import JsonFlag, dump, err, memory, out, request, settings, when
 
 keys_app = typer.Typer(help="API keys that act for one user (access control).", no_args_is_help=True)
-app.add_typer(keys_app, name="keys")
-
-
-@contextmanager
-def key_store() -> Iterator[Any]:
-    """The daemon's client when one serves this data directory, else the key records opened here."""
-    from dcpm.api.client import daemon_client
-
-    settings = settings()
-    client = daemon_client(settings)
-    if client is not None:
-        with client:
-            yield client
-        return
-    from dcpm.auth import KeyStore
-    from dcpm.store.db import Database
-
-    db = Database(settings.sqlalchemy_url)
-    try:
-        yield KeyStore(db)
-    finally:
-        db.close()
 
 
 @keys_app.command("create")
@@ -46,9 +24,9 @@ def create(user: Annotated[str, typer.Option("--user", help="The one user the ke
     Only its hash is stored."""
     from dcpm.api.models import CreateKeyRequest
 
-    request = request(CreateKeyRequest, user_id=user, label=label)
-    with key_store() as keys:
-        made = keys.create_key(request.user_id, request.label)
+    wanted = request(CreateKeyRequest, user_id=user, label=label)
+    with memory() as mem:
+        made = mem.create_key(wanted.user_id, wanted.label)
     if as_json:
         return dump(made)
     err.print(f"API key {made.prefix} for user {made.user_id} (id {made.id}); it is shown only now:")
@@ -62,8 +40,8 @@ def create(user: Annotated[str, typer.Option("--user", help="The one user the ke
 def list_keys(user: Annotated[Optional[str], typer.Option(help="Only this user's keys.")] = None,
               as_json: JsonFlag = False) -> None:
     """Every key, revoked ones included (never the keys themselves, which are not stored)."""
-    with key_store() as keys:
-        result = keys.api_keys(user)
+    with memory() as mem:
+        result = mem.api_keys(user)
     if as_json:
         return dump(result)
     table = Table(show_edge=False, title=f"{len(result)} API key(s)")
@@ -79,8 +57,8 @@ def list_keys(user: Annotated[Optional[str], typer.Option(help="Only this user's
 def revoke(key: Annotated[str, typer.Argument(metavar="KEY_ID_OR_PREFIX", help="The key's id or prefix.")],
            as_json: JsonFlag = False) -> None:
     """Revoke a key: the daemon refuses it from the next request on."""
-    with key_store() as keys:
-        revoked = keys.revoke_key(key)
+    with memory() as mem:
+        revoked = mem.revoke_key(key)
     if as_json:
         return dump(revoked)
     out.print(f"revoked API key {revoked.prefix} of user {revoked.user_id}")

@@ -1,17 +1,26 @@
-"""What every command shares: the consoles, --json output, times, progress bars, settings and
-the `Memory` the command works on. Command modules import this, never `dcpm.cli.main`."""
+"""What every command shares: the consoles, `--json` output, times, progress bars, the global
+options (`Overrides`), the settings and the `Memory` a command works on, and the translation of a
+refused request into the project's error. Command modules import this, never `dcpm.cli.main`."""
 
 from __future__ import annotations
 
 import json
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any, ContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, ContextManager, Iterator
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from dcpm.errors import Invalid
+from dcpm.errors import Invalid, invalid_from
+
+if TYPE_CHECKING:
+    from dcpm.api.protocol import Memory
+    from dcpm.config import Settings
 
 out = Console()
 err = Console(stderr=True)
@@ -19,20 +28,66 @@ err = Console(stderr=True)
 JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
-def settings():  # type: ignore[no-untyped-def]
+@dataclass
+class Overrides:
+    """The global options of one invocation (`dcpm --data-dir D --config F ...`), set by the
+    app's callback and applied by `settings()`; nothing is passed on through the environment."""
+
+    data_dir: Path | None = None
+    config: Path | None = None
+
+
+OVERRIDES = Overrides()
+
+
+def settings(**fields: Any) -> Settings:
+    """The effective settings: `fields`, then the global options, then DCPM_* and the TOML file."""
     from dcpm.config import load_settings
 
+    overrides = {"data_dir": OVERRIDES.data_dir} if OVERRIDES.data_dir is not None else {}
     try:
-        return load_settings()
+        with _toml_file(OVERRIDES.config):
+            return load_settings(**{**overrides, **fields})
     except Exception as exc:  # pydantic's message names the bad setting
         raise Invalid(f"bad settings: {exc}") from None
 
 
-def memory() -> ContextManager[Any]:
+@contextmanager
+def _toml_file(path: Path | None) -> Iterator[None]:
+    """`--config`, for the one call that reads the settings. `Settings.settings_customise_sources`
+    (dcpm.config) takes the TOML file's path only from DCPM_CONFIG, and passing the file's values
+    as init arguments instead would rank them above DCPM_* variables; so the variable is set while
+    the settings load and put back right after: no later code, and no process spawned from here,
+    sees it."""
+    if path is None:
+        yield
+        return
+    saved = os.environ.get("DCPM_CONFIG")
+    os.environ["DCPM_CONFIG"] = str(path)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("DCPM_CONFIG", None)
+        else:
+            os.environ["DCPM_CONFIG"] = saved
+
+
+def memory() -> ContextManager[Memory]:
     """The daemon's client when one serves this data directory, else the store opened here."""
     from dcpm.service import open_memory
 
     return open_memory(settings())
+
+
+def request(model: Any, **fields: Any) -> Any:
+    """`model(**fields)`; a refusal is the project's Invalid (exit code 2), worded as the API's."""
+    from pydantic import ValidationError
+
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        raise invalid_from(exc.errors()) from None
 
 
 def dump(value: Any) -> None:
@@ -50,14 +105,3 @@ def when(moment: datetime | None) -> str:
 def progress() -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                     console=err, transient=False)
-
-
-def request(model: Any, **fields: Any) -> Any:
-    from pydantic import ValidationError
-
-    try:
-        return model(**fields)
-    except ValidationError as exc:
-        raise Invalid("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
-
-

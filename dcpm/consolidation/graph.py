@@ -10,9 +10,10 @@ from typing import Iterable, Sequence
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from dcpm.domain import EventAction
+from dcpm.domain import EventAction, NodeKind
 from dcpm.store import events
 from dcpm.store.models import Edge, Evidence, Node, utcnow
+
 
 def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
@@ -22,7 +23,7 @@ def members_key(node_ids: Iterable[str]) -> str:
     return hashlib.sha256(",".join(sorted(node_ids)).encode()).hexdigest()[:32]
 
 
-def create_node(session: Session, user_id: str, kind: str, text: str, domain: str | None, run_id: str | None,
+def create_node(session: Session, user_id: str, kind: NodeKind, text: str, domain: str | None, run_id: str | None,
                 members: str | None = None) -> Node:
     node = Node(user_id=user_id, kind=kind, text=text, domain=domain, run_id=run_id, members_key=members)
     session.add(node)

@@ -9,20 +9,20 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 from sqlalchemy import select
 
-from dcpm.index import projection
-from dcpm.store.consent import consent_of
 from dcpm.consolidation.graph import add_edge, add_evidence, create_node
 from dcpm.consolidation.triage import Cluster
+from dcpm.domain import NodeKind
 from dcpm.embedding import Embedder
-from dcpm.index import VectorIndex
+from dcpm.index import VectorIndex, projection
 from dcpm.llm import LLMClient, ToolCall, Usage
 from dcpm.llm.prompts import induce
+from dcpm.store.consent import consent_of
 from dcpm.store.db import Database
 from dcpm.store.models import ClusterDone, Item, Node
 
 log = logging.getLogger("dcpm.consolidation")
-KIND_OF_TOOL = {"create_schema": "schema", "create_intention": "intention"}
-LAYER_OF_KIND = {"schema": "schemas", "intention": "intentions"}
+KIND_OF_TOOL = {"create_schema": NodeKind.SCHEMA, "create_intention": NodeKind.INTENTION}
+LAYER_OF_KIND = {NodeKind.SCHEMA: "schemas", NodeKind.INTENTION: "intentions"}
 
 
 @dataclass

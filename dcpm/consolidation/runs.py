@@ -11,20 +11,32 @@ from typing import Callable, Iterable
 from sqlalchemy import select
 
 from dcpm.config import Settings
-from dcpm.store.consent import consent_of
 from dcpm.consolidation.induction import induce_cluster
 from dcpm.consolidation.sweep import sweep
 from dcpm.consolidation.triage import triage
+from dcpm.domain import StrEnum
 from dcpm.embedding import Embedder
 from dcpm.errors import Conflict, Unavailable
 from dcpm.index import VectorIndex
 from dcpm.llm import LLMClient, LLMFailure, Usage
 from dcpm.store import leases
+from dcpm.store.consent import consent_of
 from dcpm.store.db import Database
 from dcpm.store.models import ConsolidationRun, User, utcnow
 
 log = logging.getLogger("dcpm.consolidation")
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
+
+
+class RunStatus(StrEnum):
+    """A run is `running` until it ends `done` or `failed`; one whose process died is found
+    `interrupted` by the next run of its user; a user another run holds is reported `skipped`."""
+
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    SKIPPED = "skipped"
 
 
 @dataclass
@@ -43,7 +55,7 @@ class Backends:
 class RunReport:
     run_id: str
     user_id: str
-    status: str
+    status: RunStatus
     counts: dict = field(default_factory=dict)
     llm_calls: dict = field(default_factory=dict)
     tokens: int = 0
@@ -69,26 +81,26 @@ def consolidate_user(backends: Backends, user_id: str, *, dry_run: bool = False,
         started = time.perf_counter()
         with backends.db.session() as session:
             for stale in session.scalars(select(ConsolidationRun).where(ConsolidationRun.user_id == user_id,
-                                                                        ConsolidationRun.status == "running")):
-                stale.status, stale.finished_at = "interrupted", utcnow()  # we hold the lease: its owner died
+                                                                        ConsolidationRun.status == RunStatus.RUNNING)):
+                stale.status, stale.finished_at = RunStatus.INTERRUPTED, utcnow()  # we hold the lease: its owner died
             run = ConsolidationRun(user_id=user_id, dry_run=dry_run, holder=holder, job_id=job_id, counts={})
             session.add(run)
-        report = RunReport(run.id, user_id, "running", counts=dict(run.counts))
+        report = RunReport(run.id, user_id, RunStatus.RUNNING, counts=dict(run.counts))
         phase_usage = {"induce": Usage(), "sweep": Usage()}
         try:
             _phases(backends, user_id, run.id, dry_run, report, phase_usage, progress)
-            report.status = "done"
+            report.status = RunStatus.DONE
         except LLMFailure as exc:
-            report.status = "failed"
+            report.status = RunStatus.FAILED
             report.errors.append(exc.message)
             log.warning("consolidation of %s stopped: %s (a later run resumes)", user_id, exc.message)
         finally:
             report.llm_calls = {"triage": 0, **{phase: u.calls for phase, u in phase_usage.items()}}
             report.tokens = sum(u.tokens for u in phase_usage.values())
             report.seconds = round(time.perf_counter() - started, 3)
-            _update(backends.db, run.id, status=report.status if report.status != "running" else "failed",
-                    finished_at=utcnow(), counts=report.counts, llm_calls=report.llm_calls, tokens=report.tokens,
-                    errors={"messages": report.errors})
+            ended = report.status if report.status != RunStatus.RUNNING else RunStatus.FAILED
+            _update(backends.db, run.id, status=ended, finished_at=utcnow(), counts=report.counts,
+                    llm_calls=report.llm_calls, tokens=report.tokens, errors={"messages": report.errors})
         return report
 
 
@@ -145,5 +157,6 @@ def run_consolidation(backends: Backends, users: Iterable[str] | None = None, *,
             reports.append(consolidate_user(backends, user_id, dry_run=dry_run, job_id=job_id, progress=on_progress))
         except Conflict:
             log.info("consolidation of %s skipped: another run holds it", user_id)
-            reports.append(RunReport(run_id="", user_id=user_id, status="skipped", errors=["another run holds this user"]))
+            reports.append(RunReport(run_id="", user_id=user_id, status=RunStatus.SKIPPED,
+                                     errors=["another run holds this user"]))
     return reports

@@ -11,11 +11,11 @@ import networkx as nx
 import numpy as np
 from sqlalchemy import select
 
-from dcpm.index import projection
 from dcpm.config import Settings
 from dcpm.consolidation.graph import add_edge, add_evidence, create_node, evidence_of, members_key, text_hash
+from dcpm.domain import NodeKind, NodeStatus
 from dcpm.embedding import Embedder
-from dcpm.index import VectorIndex
+from dcpm.index import VectorIndex, projection
 from dcpm.llm import LLMClient, Usage
 from dcpm.llm.prompts import behaviour, core_schema
 from dcpm.store.db import Database
@@ -49,7 +49,7 @@ def describe_schemas(db: Database, llm: LLMClient, user_id: str, usage: Usage) -
     written = []
     with db.session() as session:
         stale = [(n.id, n.text, n.domain) for n in session.scalars(select(Node).where(
-            Node.user_id == user_id, Node.kind == "schema", Node.status == "active"))
+            Node.user_id == user_id, Node.kind == NodeKind.SCHEMA, Node.status == NodeStatus.ACTIVE))
                  if n.behavior_of != text_hash(n.text)]
     for node_id, text, domain in stale:
         answer = llm.structured(behaviour.SYSTEM, behaviour.render(text, domain), behaviour.BehaviourAnswer,
@@ -65,8 +65,8 @@ def sweep(db: Database, index: VectorIndex, embedder: Embedder, llm: LLMClient, 
           run_id: str, usage: Usage) -> SweepResult:
     result = SweepResult(descriptions_written=len(describe_schemas(db, llm, user_id, usage)))
     with db.session() as session:
-        schemas = list(session.scalars(select(Node).where(Node.user_id == user_id, Node.kind == "schema",
-                                                          Node.status == "active").order_by(Node.created_at)))
+        schemas = list(session.scalars(select(Node).where(Node.user_id == user_id, Node.kind == NodeKind.SCHEMA,
+                                                          Node.status == NodeStatus.ACTIVE).order_by(Node.created_at)))
     result.schemas = len(schemas)
     if len(schemas) < 2:
         return result
@@ -95,7 +95,8 @@ def induce_core_schema(db: Database, llm: LLMClient, user_id: str, members: list
     answer = llm.structured(core_schema.SYSTEM, core_schema.render([(m.text, m.domain, m.behavior) for m in members]),
                             core_schema.CoreSchemaAnswer, usage, "core_schema")
     with db.session() as session:
-        node = create_node(session, user_id, "core_schema", answer.text.strip(), "cross-domain", run_id, members=key)
+        node = create_node(session, user_id, NodeKind.CORE_SCHEMA, answer.text.strip(), "cross-domain", run_id,
+                           members=key)
         evidence = evidence_of(session, [m.id for m in members])
         add_evidence(session, node, {item for items in evidence.values() for item in items}, run_id)
         for member in members:

@@ -11,6 +11,7 @@ from sqlalchemy import select
 from dcpm.config import Settings
 from dcpm.consolidation.clustering import centroid, two_stage_dbscan
 from dcpm.consolidation.graph import members_key
+from dcpm.domain import ItemKind, NodeKind
 from dcpm.index import Scope, VectorIndex
 from dcpm.index.base import DENSE
 from dcpm.store.db import Database
@@ -43,7 +44,7 @@ def fresh_items(db: Database, user_id: str) -> list[Item]:
     with db.session() as session:
         covered = select(Evidence.item_id)
         return list(session.scalars(select(Item).where(
-            Item.user_id == user_id, Item.kind.in_(("fact", "identity")), Item.superseded_by_id.is_(None),
+            Item.user_id == user_id, Item.kind.in_((ItemKind.FACT, ItemKind.IDENTITY)), Item.superseded_by_id.is_(None),
             Item.id.not_in(covered)).order_by(Item.created_at)))
 
 
@@ -74,8 +75,8 @@ def triage(db: Database, index: VectorIndex, settings: Settings, user_id: str) -
             continue
         cluster = Cluster(key=key, item_ids=[m.id for m in members], texts=[m.text for m in members],
                           topics=[m.topic for m in members], centroid=centroid(vectors[group]))
-        cluster.nearest_nodes = [h.id for h in index.query(DENSE, cluster.centroid,
-                                                           Scope(user_id=user_id, kinds=("schema", "intention")),
+        graph = Scope(user_id=user_id, kinds=(NodeKind.SCHEMA, NodeKind.INTENTION))
+        cluster.nearest_nodes = [h.id for h in index.query(DENSE, cluster.centroid, graph,
                                                            settings.consolidation_nearest_nodes)]
         cluster.touching_nodes = touching_nodes(db, user_id, members)
         clusters.append(cluster)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Literal, Protocol, Sequence
 
 import numpy as np
 
@@ -32,6 +32,47 @@ class Scope:
     as_of: float | None = None  # epoch seconds: only what was believed at that moment
     session_id: str | None = None
     current_only: bool = False  # only chain heads (items nobody has superseded)
+
+
+@dataclass(frozen=True)
+class Equals:
+    key: str
+    value: str
+
+
+@dataclass(frozen=True)
+class OneOf:
+    key: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A one-sided range on a float payload field."""
+
+    key: str
+    op: Literal["gt", "gte", "lte"]
+    value: float
+
+
+Condition = Equals | OneOf | Bound
+
+
+def scope_conditions(scope: Scope) -> list[Condition]:
+    """What a scope means as payload conditions, all of which must hold; each backend only
+    spells them in its own filter syntax. A belief is current while `valid_to` is open-ended,
+    and was held at `as_of` when it started at or before it and ended after it."""
+    conditions: list[Condition] = [Equals("user_id", scope.user_id)]
+    if scope.kinds:
+        conditions.append(OneOf("kind", tuple(scope.kinds)))
+    if scope.session_id:
+        conditions.append(Equals("session_id", scope.session_id))
+    if scope.current_only:
+        conditions.append(Bound("valid_to", "gte", OPEN_END))
+    if scope.as_of is not None:
+        conditions.append(Bound("valid_from", "lte", scope.as_of))
+        conditions.append(Bound("valid_to", "gt", scope.as_of))
+    return conditions
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import qdrant_edge as qe
 from dcpm.config import Settings
 from dcpm.embedding.base import SparseVector
 from dcpm.errors import Conflict, StorageFull, is_disk_full
-from dcpm.index.base import DENSE, OPEN_END, SPARSE, Hit, IndexPoint, Scope
+from dcpm.index.base import DENSE, SPARSE, Condition, Equals, Hit, IndexPoint, OneOf, Scope, scope_conditions
 
 log = logging.getLogger("dcpm.index")
 SHARD_DIR = "vectors"
@@ -155,14 +155,12 @@ def _match(key: str, value: str) -> qe.FieldCondition:
 
 
 def _filter(scope: Scope) -> qe.Filter:
-    must: list[Any] = [_match("user_id", scope.user_id)]
-    if scope.kinds:
-        must.append(qe.FieldCondition(key="kind", match=qe.MatchAny(list(scope.kinds))))
-    if scope.session_id:
-        must.append(_match("session_id", scope.session_id))
-    if scope.current_only:
-        must.append(qe.FieldCondition(key="valid_to", range=qe.RangeFloat(gte=OPEN_END)))
-    if scope.as_of is not None:
-        must.append(qe.FieldCondition(key="valid_from", range=qe.RangeFloat(lte=scope.as_of)))
-        must.append(qe.FieldCondition(key="valid_to", range=qe.RangeFloat(gt=scope.as_of)))
-    return qe.Filter(must=must)
+    return qe.Filter(must=[_condition(c) for c in scope_conditions(scope)])
+
+
+def _condition(condition: Condition) -> qe.FieldCondition:
+    if isinstance(condition, Equals):
+        return _match(condition.key, condition.value)
+    if isinstance(condition, OneOf):
+        return qe.FieldCondition(key=condition.key, match=qe.MatchAny(list(condition.values)))
+    return qe.FieldCondition(key=condition.key, range=qe.RangeFloat(**{condition.op: condition.value}))

@@ -11,6 +11,7 @@ from typing import Callable, Iterable, Sequence
 
 from sqlalchemy import select, update
 
+from dcpm.domain import ItemKind
 from dcpm.embedding import Embedder
 from dcpm.index import IndexPoint, VectorIndex
 from dcpm.index.base import OPEN_END
@@ -31,7 +32,7 @@ def _epoch(moment: datetime | None) -> float:
 
 
 def raw_payload(raw: RawInput) -> dict:
-    return {"user_id": raw.user_id, "kind": "raw", "session_id": raw.session_id or "",
+    return {"user_id": raw.user_id, "kind": ItemKind.RAW, "session_id": raw.session_id or "",
             "valid_from": _epoch(raw.timestamp), "valid_to": OPEN_END}
 
 

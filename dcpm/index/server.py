@@ -14,7 +14,7 @@ from qdrant_client import models as qm
 
 from dcpm.config import Settings
 from dcpm.embedding.base import SparseVector
-from dcpm.index.base import DENSE, OPEN_END, SPARSE, Hit, IndexPoint, Scope
+from dcpm.index.base import DENSE, SPARSE, Condition, Equals, Hit, IndexPoint, OneOf, Scope, scope_conditions
 
 
 def _client(settings: Settings) -> QdrantClient:
@@ -117,14 +117,12 @@ def _match(key: str, value: str) -> qm.FieldCondition:
 
 
 def _filter(scope: Scope) -> qm.Filter:
-    must: list[Any] = [_match("user_id", scope.user_id)]
-    if scope.kinds:
-        must.append(qm.FieldCondition(key="kind", match=qm.MatchAny(any=list(scope.kinds))))
-    if scope.session_id:
-        must.append(_match("session_id", scope.session_id))
-    if scope.current_only:
-        must.append(qm.FieldCondition(key="valid_to", range=qm.Range(gte=OPEN_END)))
-    if scope.as_of is not None:
-        must.append(qm.FieldCondition(key="valid_from", range=qm.Range(lte=scope.as_of)))
-        must.append(qm.FieldCondition(key="valid_to", range=qm.Range(gt=scope.as_of)))
-    return qm.Filter(must=must)
+    return qm.Filter(must=[_condition(c) for c in scope_conditions(scope)])
+
+
+def _condition(condition: Condition) -> qm.FieldCondition:
+    if isinstance(condition, Equals):
+        return _match(condition.key, condition.value)
+    if isinstance(condition, OneOf):
+        return qm.FieldCondition(key=condition.key, match=qm.MatchAny(any=list(condition.values)))
+    return qm.FieldCondition(key=condition.key, range=qm.Range(**{condition.op: condition.value}))

@@ -1,16 +1,51 @@
 """Index upkeep in the daemon: qdrant-edge builds HNSW only when asked, so ask after enough
-new points, or once writes have been quiet for a while."""
+new points, or once writes have been quiet for a while. `BackgroundLoop` is the daemon's one
+shape of periodic work, shared with the writer's recovery loop."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
+from typing import Callable
 
 from dcpm.config import Settings
 from dcpm.index import VectorIndex
 
 log = logging.getLogger("dcpm.index.upkeep")
+
+
+class BackgroundLoop:
+    """A daemon thread that calls `step` every `interval` seconds (first right away when
+    `immediately`, else after one interval) until `stop`. A failing step is logged with `failure`
+    and the next round tries again, so the daemon keeps serving."""
+
+    def __init__(self, name: str, step: Callable[[], object], interval: float, *, logger: logging.Logger,
+                 failure: str, immediately: bool = False):
+        self.name, self.step, self.interval = name, step, interval
+        self.logger, self.failure, self.immediately = logger, failure, immediately
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _run(self) -> None:
+        if not self.immediately and self._stop.wait(self.interval):
+            return
+        while True:
+            try:
+                self.step()
+            except Exception:  # keep the loop alive; the next round retries
+                self.logger.exception(self.failure)
+            if self._stop.wait(self.interval):
+                return
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
 
 
 class IndexMaintenance:
@@ -21,8 +56,7 @@ class IndexMaintenance:
         self._unoptimized = 0
         self._last_write = time.monotonic()
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop: BackgroundLoop | None = None
 
     def note_writes(self, points: int) -> None:
         with self._lock:
@@ -46,18 +80,10 @@ class IndexMaintenance:
         return changed
 
     def start(self, poll_seconds: float = 1.0) -> None:
-        def loop() -> None:
-            while not self._stop.wait(poll_seconds):
-                if self.due():
-                    try:
-                        self.run_once()
-                    except Exception:  # keep serving; the next round tries again
-                        log.exception("index optimization failed")
-
-        self._thread = threading.Thread(target=loop, name="dcpm-index-maintenance", daemon=True)
-        self._thread.start()
+        self._loop = BackgroundLoop("dcpm-index-maintenance", lambda: self.due() and self.run_once(), poll_seconds,
+                                    logger=log, failure="index optimization failed")
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
+        if self._loop is not None:
+            self._loop.stop()

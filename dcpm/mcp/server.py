@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import logging
 import os
 import sys
-from typing import Any, Callable, Iterator, Literal, Protocol, TypeVar
+from typing import Any, Callable, Iterator, Literal, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -27,22 +26,21 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from dcpm import __version__
-from dcpm.errors import DcpmError, Invalid, NotFound
 from dcpm.api.models import (
     AddMemoryRequest,
     AddMemoryResponse,
     DeleteResponse,
     HistoryEvent,
-    HistoryResponse,
     ItemOut,
     ListResponse,
     RawOut,
     SearchRequest,
     SearchResponse,
 )
+from dcpm.api.protocol import Memory
 from dcpm.domain import check_user_id
+from dcpm.errors import DcpmError, Invalid, NotFound
 
-log = logging.getLogger("dcpm.mcp")
 USER_META_KEY = "dcpm/user_id"
 T = TypeVar("T")
 
@@ -55,24 +53,6 @@ Long-term memory of the person you are talking with, kept across conversations.
   plan, a change of mind), call add_memory with it in one plain sentence. Earlier beliefs it
   replaces are kept as history automatically; do not search first to avoid duplicates.
 - Do not save small talk, one-off task details, or secrets they did not ask you to keep."""
-
-
-class Memory(Protocol):
-    """What the tools need. MemoryService (a store opened here) and dcpm.Client (a daemon's)
-    both provide it, with the same types."""
-
-    def add_memory(self, request: AddMemoryRequest) -> AddMemoryResponse: ...
-
-    def search(self, request: SearchRequest) -> SearchResponse: ...
-
-    def get(self, memory_id: str) -> ItemOut | RawOut: ...
-
-    def history(self, memory_id: str) -> HistoryResponse: ...
-
-    def list_memories(self, user_id: str, kind: str | None = None, limit: int = 50,
-                      offset: int = 0) -> ListResponse: ...
-
-    def delete_memory(self, memory_id: str, with_predecessors: bool = False) -> DeleteResponse: ...
 
 
 class MemoryDetail(BaseModel):
@@ -189,3 +169,24 @@ def stdout_to_stderr() -> Iterator[None]:
         sys.stdout.flush()
         os.dup2(saved, 1)
         os.close(saved)
+
+
+def serve_mcp(settings: Any, *, user: str | None = None, transport: str = "stdio", host: str = "127.0.0.1",
+              port: int = 8421, allow_delete: bool | None = None) -> None:
+    """`dcpm mcp`: open the memory (the daemon's client, or the store here with its background
+    loops) and serve it on stdio or streamable HTTP until the client or the process stops.
+    `user` and `allow_delete` default to DCPM_MCP_USER and DCPM_MCP_ALLOW_DELETE."""
+    from dcpm.service import open_memory
+
+    if transport not in ("stdio", "http"):
+        raise Invalid(f"unknown transport {transport!r}: use stdio or http")
+    with contextlib.ExitStack() as stack:
+        with stdout_to_stderr():
+            memory = stack.enter_context(open_memory(settings, background=True))
+        server = build_server(memory, user_id=user or settings.mcp_user or None,
+                              allow_delete=settings.mcp_allow_delete if allow_delete is None else allow_delete)
+        if transport == "stdio":
+            server.run("stdio")
+        else:
+            print(f"dcpm MCP server on http://{host}:{port}/mcp", file=sys.stderr, flush=True)
+            server.run("streamable-http", host=host, port=port)

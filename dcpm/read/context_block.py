@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from dcpm.api.models import NodeHit, SearchHit
+from dcpm.domain import ItemKind
 
 # Four characters per token is the usual estimate for English with BPE tokenizers; close enough
 # for a budget, and it keeps the read path free of a tokenizer dependency.
@@ -18,7 +19,7 @@ def estimate_tokens(text: str) -> int:
 
 def render_line(hit: SearchHit) -> str:
     when = hit.timestamp.strftime("%Y-%m-%d")
-    if hit.kind == "raw":
+    if hit.kind == ItemKind.RAW:
         who = hit.speaker or hit.role or "user"
         return f"- [{when}] {who}: {hit.text}"
     line = f"- [{when}] ({hit.kind}) {hit.text}"

@@ -6,22 +6,22 @@ import time
 from collections import defaultdict
 from datetime import datetime
 
-import numpy as np
 from sqlalchemy import select
 
-from dcpm.store.chains import believed_at, walk_chain
+from dcpm.api.models import SearchHit, SearchRequest, SearchResponse
 from dcpm.config import Settings
-from dcpm.read.context_block import render_context
+from dcpm.domain import ITEM_KINDS, ItemKind, as_utc
 from dcpm.errors import Invalid, NotFound
-from dcpm.read.fusion import Fused, fuse
 from dcpm.index import Scope, VectorIndex
 from dcpm.index.base import DENSE, SPARSE
-from dcpm.api.models import ChainLink, SearchHit, SearchRequest, SearchResponse
-from dcpm.domain import ITEM_KINDS, as_utc
-from dcpm.store.db import Database
-from dcpm.store.models import Item, RawInput, User
+from dcpm.inspection import chain_links
+from dcpm.read.context_block import render_context
+from dcpm.read.fusion import Fused, fuse
 from dcpm.read.query import QueryEncoder, QueryVector
 from dcpm.read.surfacing import surface_nodes
+from dcpm.store.chains import walk_chain
+from dcpm.store.db import Database
+from dcpm.store.models import Item, RawInput, User
 
 
 def check_search(request: SearchRequest, settings: Settings) -> None:
@@ -40,12 +40,6 @@ def retrieve(index: VectorIndex, query: QueryVector, scope: Scope, pool: int, al
     for point_id, vector in index.dense_vectors(missing).items():
         dense_hits[point_id] = float(vector @ query.dense)
     return fuse(dense_hits, sparse_hits, alpha)
-
-
-def _links(chain: list[Item], as_of: datetime | None) -> list[ChainLink]:
-    holding = believed_at(chain, as_of)
-    return [ChainLink(id=n.id, text=n.text, revision=n.revision, valid_from=n.valid_from, valid_to=n.valid_to,
-                      current=holding is not None and n.id == holding.id) for n in chain]
 
 
 def search(db: Database, index: VectorIndex, encoder: QueryEncoder, settings: Settings,
@@ -89,12 +83,12 @@ def hydrate(db: Database, ranked: list[Fused], user_id: str, as_of: datetime | N
                       sparse_score=round(fused.sparse, 6))
         if fused.id in raws:
             raw = raws[fused.id]
-            hits.append(SearchHit(**common, kind="raw", text=raw.text, timestamp=raw.timestamp,
+            hits.append(SearchHit(**common, kind=ItemKind.RAW, text=raw.text, timestamp=raw.timestamp,
                                   created_at=raw.created_at, session_id=raw.session_id, role=raw.role,
                                   speaker=raw.speaker, metadata=raw.meta or {}))
         elif fused.id in items:
             item = items[fused.id]
-            links = _links(chains.get(item.chain_id, [item]), as_of)
+            links = chain_links(chains.get(item.chain_id, [item]), as_of)
             holding = next((link for link in links if link.current), None)
             hits.append(SearchHit(**common, kind=item.kind, text=item.text, timestamp=item.valid_from,
                                   created_at=item.created_at, session_id=(item.meta or {}).get("session_id"),

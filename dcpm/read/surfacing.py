@@ -8,8 +8,8 @@ from typing import Sequence
 
 from sqlalchemy import select
 
-from dcpm.store.consent import consent_of, visible_kinds
 from dcpm.api.models import NodeHit
+from dcpm.store.consent import consent_of, visible_kinds
 from dcpm.store.db import Database
 from dcpm.store.models import Evidence, Node
 
@@ -26,7 +26,7 @@ def surface_nodes(db: Database, user_id: str, hit_item_ids: Sequence[str]) -> li
             return []
         rows = session.execute(
             select(Node, Evidence.item_id).join(Evidence, Evidence.node_id == Node.id)
-            .where(Node.user_id == user_id, Node.status != "deleted", Node.kind.in_(kinds),
+            .where(Node.user_id == user_id, Node.kind.in_(kinds),
                    Evidence.item_id.in_(list(rank)))).all()
         matched: dict[str, list[str]] = defaultdict(list)
         nodes: dict[str, Node] = {}

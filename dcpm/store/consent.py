@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
+from dcpm.domain import NodeKind
 from dcpm.store.models import Consent, utcnow
 
-LAYERS = {"schemas": "schema", "intentions": "intention", "core_schemas": "core_schema"}
+LAYERS = {"schemas": NodeKind.SCHEMA, "intentions": NodeKind.INTENTION, "core_schemas": NodeKind.CORE_SCHEMA}
 
 
 def consent_of(session: Session, user_id: str) -> Consent:
@@ -27,5 +28,5 @@ def set_consent(session: Session, user_id: str, **layers: bool | None) -> Consen
     return consent
 
 
-def visible_kinds(consent: Consent) -> set[str]:
+def visible_kinds(consent: Consent) -> set[NodeKind]:
     return {kind for layer, kind in LAYERS.items() if getattr(consent, layer)}

@@ -6,6 +6,9 @@ and read back here. The detail keys of each action are spelt in this module only
     updated            before, after, raw_id        superseded         by, raw_id
     node_created       text, domain                 evidence_added     items
     deleted            deleted: true (a tombstone; the text of the subject's other events is redacted too)
+
+A redacted event keeps its action and subject but its detail becomes the tombstone; a deleted
+user's events are all redacted, and no `deleted` event is added for them.
 """
 
 from __future__ import annotations
@@ -45,6 +48,12 @@ def redact(session: Session, subject_ids: Sequence[str]) -> int:
     if not subject_ids:
         return 0
     result = session.execute(update(Event).where(Event.subject_id.in_(list(subject_ids))).values(detail=TOMBSTONE))
+    return int(result.rowcount or 0)
+
+
+def redact_user(session: Session, user_id: str) -> int:
+    """Blank the detail of every event of one user (the user is being deleted)."""
+    result = session.execute(update(Event).where(Event.user_id == user_id).values(detail=TOMBSTONE))
     return int(result.rowcount or 0)
 
 

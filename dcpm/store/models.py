@@ -9,6 +9,8 @@ from typing import Any
 from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, TypeDecorator
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from dcpm.domain import NodeStatus, RawStatus
+
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
@@ -68,8 +70,8 @@ class RawInput(Base):
     timestamp: Mapped[datetime]
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     meta: Mapped[dict[str, Any]] = mapped_column("metadata", default=dict)
-    # raw: stored only (infer=false); pending: waits for extraction; done; failed
-    status: Mapped[str] = mapped_column(String(16), default="raw")
+    # raw: stored only (infer=false); pending: waits for extraction (a failure retries with backoff); done
+    status: Mapped[str] = mapped_column(String(16), default=RawStatus.RAW)
     error: Mapped[str | None] = mapped_column(Text)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     next_attempt_at: Mapped[datetime | None]  # set after a failed extraction: retry with backoff
@@ -165,7 +167,7 @@ class Node(Base):
     behavior: Mapped[str | None] = mapped_column(Text)  # behavioural description (phase 3), cached
     behavior_of: Mapped[str | None] = mapped_column(String(64))  # hash of the text it describes
     members_key: Mapped[str | None] = mapped_column(String(64), index=True)  # core schema: its member set
-    status: Mapped[str] = mapped_column(String(24), default="active")  # active | needs_reinduction
+    status: Mapped[str] = mapped_column(String(24), default=NodeStatus.ACTIVE)  # active | needs_reinduction
     run_id: Mapped[str | None] = mapped_column(String(36))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
@@ -205,7 +207,7 @@ class ConsolidationRun(Base):
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
     user_id: Mapped[str] = mapped_column(String(128))
-    status: Mapped[str] = mapped_column(String(16), default="running")  # running | done | failed | interrupted
+    status: Mapped[str] = mapped_column(String(16), default="running")  # see dcpm.consolidation.runs.RunStatus
     phase: Mapped[str] = mapped_column(String(16), default="triage")
     dry_run: Mapped[bool] = mapped_column(default=False)
     holder: Mapped[str | None] = mapped_column(String(200))

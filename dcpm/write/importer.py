@@ -17,10 +17,9 @@ from typing import Callable, Iterator
 from dateutil import parser as dateparser
 
 from dcpm.config import Settings
+from dcpm.domain import Turn, check_user_id
 from dcpm.errors import Invalid
-from dcpm.domain import Turn
 from dcpm.write.raw import check_turns, deterministic_raw_id
-from dcpm.domain import check_user_id
 
 MAX_REPORTED_ERRORS = 20
 

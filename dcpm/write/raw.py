@@ -12,9 +12,10 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from dcpm.config import Settings
-from dcpm.domain import Turn, as_utc
+from dcpm.domain import EventAction, ItemKind, RawStatus, Turn, as_utc
 from dcpm.errors import Invalid
-from dcpm.store.models import Event, RawInput, User, utcnow
+from dcpm.store import events
+from dcpm.store.models import RawInput, User, utcnow
 
 # Namespace for deterministic raw ids, so re-importing a file finds what is already there.
 RAW_ID_NAMESPACE = uuid.UUID("6f1d3c1e-2b53-4d3f-9a57-5f2f0f6d8a10")
@@ -65,7 +66,7 @@ def touch_user(session: Session, user_id: str) -> None:
         user.last_seen_at = now
 
 
-def persist_turns(session: Session, user_id: str, turns: Sequence[Turn], *, request_id: str, status: str,
+def persist_turns(session: Session, user_id: str, turns: Sequence[Turn], *, request_id: str, status: RawStatus,
                   skip_existing: bool = False) -> list[RawInput]:
     """Write the turns as raw inputs in the caller's transaction; returns the rows written."""
     touch_user(session, user_id)
@@ -82,6 +83,7 @@ def persist_turns(session: Session, user_id: str, turns: Sequence[Turn], *, requ
         )
         rows.append(raw)
     session.add_all(rows)
-    session.add_all(Event(user_id=user_id, action="raw_stored", subject_kind="raw", subject_id=raw.id,
-                          request_id=request_id, detail={"status": status}) for raw in rows)
+    for raw in rows:
+        events.record(session, EventAction.RAW_STORED, user_id=user_id, subject_kind=ItemKind.RAW, subject_id=raw.id,
+                      request_id=request_id, status=status)
     return rows

@@ -6,22 +6,15 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Sequence
 
+from dcpm.domain import Op
 from dcpm.llm.prompts.reconcile import Decision
+from dcpm.store.items import ItemContent
 
 log = logging.getLogger("dcpm.reconcile")
 
-
-@dataclass(frozen=True)
-class Extracted:
-    kind: str
-    text: str
-    type: str | None = None
-    topic: str | None = None
-    salience: float = 0.5
-    event_time: datetime | None = None
+Extracted = ItemContent  # what extraction yields: an item's content, not yet placed in time or a chain
 
 
 @dataclass(frozen=True)
@@ -33,7 +26,7 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Planned:
-    op: str  # ADD | UPDATE | SUPERSEDE | NONE
+    op: Op  # ADD | UPDATE | SUPERSEDE | NONE
     index: int  # position in the extracted list
     text: str
     target_id: str | None = None
@@ -53,9 +46,9 @@ def exact_duplicates(extracted: Sequence[Extracted], candidates: Sequence[Sequen
         key = (item.kind, normalize(item.text))
         match = next((c for c in candidates[index] if normalize(c.text) == key[1]), None)
         if key in seen:
-            dropped[index] = Planned("NONE", index, item.text, reason="duplicate within the request")
+            dropped[index] = Planned(Op.NONE, index, item.text, reason="duplicate within the request")
         elif match is not None:
-            dropped[index] = Planned("NONE", index, item.text, target_id=match.item_id, reason="exact duplicate")
+            dropped[index] = Planned(Op.NONE, index, item.text, target_id=match.item_id, reason="exact duplicate")
         seen.add(key)
     return dropped
 
@@ -74,26 +67,26 @@ def plan(extracted: Sequence[Extracted], candidates: Sequence[Sequence[Candidate
             continue
         decision = by_item.get(index)
         if decision is None:
-            planned.append(Planned("ADD", index, item.text, reason="no decision returned"))
+            planned.append(Planned(Op.ADD, index, item.text, reason="no decision returned"))
             continue
-        if decision.op == "ADD":
-            planned.append(Planned("ADD", index, item.text))
+        if decision.op == Op.ADD:
+            planned.append(Planned(Op.ADD, index, item.text))
             continue
-        if decision.op == "NONE":
-            planned.append(Planned("NONE", index, item.text, reason="already known"))
+        if decision.op == Op.NONE:
+            planned.append(Planned(Op.NONE, index, item.text, reason="already known"))
             continue
         shown = {c.handle: c for c in candidates[index]}
         target = shown.get((decision.target or "").strip().strip("[]"))
         if target is None:
             log.warning("refused %s to %r: not among the candidates of item %d", decision.op, decision.target,
                         index + 1)
-            planned.append(Planned("ADD", index, item.text,
+            planned.append(Planned(Op.ADD, index, item.text,
                                    reason=f"{decision.op} target {decision.target!r} was not a candidate"))
             continue
         if target.item_id in claimed:
-            planned.append(Planned("ADD", index, item.text, reason="target already changed by this request"))
+            planned.append(Planned(Op.ADD, index, item.text, reason="target already changed by this request"))
             continue
         claimed.add(target.item_id)
-        text = (decision.text or "").strip() if decision.op == "UPDATE" else item.text
-        planned.append(Planned(decision.op, index, text or item.text, target_id=target.item_id))
+        text = (decision.text or "").strip() if decision.op == Op.UPDATE else item.text
+        planned.append(Planned(Op(decision.op), index, text or item.text, target_id=target.item_id))
     return planned

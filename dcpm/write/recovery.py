@@ -4,9 +4,10 @@ including those left by a crash or a `kill -9` (DCPM 2.2 i: nothing given is eve
 from __future__ import annotations
 
 import logging
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from dcpm.domain import RawStatus
+from dcpm.index.upkeep import BackgroundLoop
 from dcpm.store import leases
 from dcpm.write.writer import Writer
 
@@ -16,22 +17,19 @@ log = logging.getLogger("dcpm.write.recovery")
 class RecoveryLoop:
     def __init__(self, writer: Writer, interval_seconds: float, workers: int = 4):
         self.writer = writer
-        self.interval = interval_seconds
         # Input younger than this belongs to the add_memory call that is processing it right now.
         self.grace_seconds = max(2 * interval_seconds, 10.0)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dcpm-writer")
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.processed = 0
+        self._loop = BackgroundLoop("dcpm-recovery", self.run_once, interval_seconds, logger=log,
+                                    failure="recovery sweep failed", immediately=True)
 
     def run_once(self) -> int:
         """One sweep: drain every user with pending input, users in parallel."""
         users = self.writer.users_with_pending(older_than_seconds=self.grace_seconds)
         futures = [self._pool.submit(self.writer.drain, user, None, False, 0.0) for user in users]
-        done = sum(sum(1 for r in f.result().values() if r.status == "done") for f in futures)
+        done = sum(sum(1 for r in f.result().values() if r.status == RawStatus.DONE) for f in futures)
         if done:
             log.info("recovery processed %d pending request(s)", done)
-        self.processed += done
         return done
 
     def submit(self, user_id: str) -> None:
@@ -42,21 +40,8 @@ class RecoveryLoop:
         reclaimed = leases.reclaim_dead(self.writer.db)
         if reclaimed:
             log.warning("reclaimed %d lease(s) of processes that died", reclaimed)
-
-        def loop() -> None:
-            while True:
-                try:
-                    self.run_once()
-                except Exception:  # keep the loop alive; the next sweep retries
-                    log.exception("recovery sweep failed")
-                if self._stop.wait(self.interval):
-                    return
-
-        self._thread = threading.Thread(target=loop, name="dcpm-recovery", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
+        self._loop.stop()
         self._pool.shutdown(wait=True, cancel_futures=True)

@@ -5,13 +5,15 @@ extracts and reconciles them (steps ii-iv), now or in the background."""
 from __future__ import annotations
 
 import uuid
+from typing import Callable
 
 from dcpm.api.models import AddMemoryRequest, AddMemoryResponse, Operation
 from dcpm.domain import ItemKind, Op, RawStatus, Turn
+from dcpm.errors import Unavailable
 from dcpm.store.datadir import ensure_free_space
 from dcpm.write.raw import check_turns, persist_turns
 from dcpm.write.recovery import RecoveryLoop
-from dcpm.write.writer import WriteResult, Writer
+from dcpm.write.writer import Writer, WriteResult
 
 
 def add_memory(writer: Writer, recovery: RecoveryLoop, request: AddMemoryRequest) -> AddMemoryResponse:
@@ -23,7 +25,7 @@ def add_memory(writer: Writer, recovery: RecoveryLoop, request: AddMemoryRequest
     rows = _persist(writer, request.user_id, turns, RawStatus.PENDING if request.infer else RawStatus.RAW)
     response = AddMemoryResponse(
         request_id=rows[0].request_id, user_id=request.user_id, raw_ids=[r.id for r in rows],
-        status="pending" if request.infer else "stored", message="stored verbatim",
+        status=RawStatus.PENDING if request.infer else "stored", message="stored verbatim",
         operations=[Operation(op=Op.RAW, id=r.id, text=r.text, kind=ItemKind.RAW) for r in rows],
     )
     if not request.infer:
@@ -47,6 +49,21 @@ def import_turns(writer: Writer, user_id: str, turns: list[Turn]) -> int:
     return len(_persist(writer, user_id, turns, RawStatus.RAW, skip_existing=True))
 
 
+def backfill(writer: Writer, progress: Callable[[int, int], None] | None = None) -> int:
+    """Process everything pending now (e.g. after an LLM was configured), user by user; returns
+    the requests done. `progress` hears (users done, users)."""
+    if writer.llm is None:
+        raise Unavailable("no LLM configured: set DCPM_LLM_BASE_URL and DCPM_LLM_MODEL first")
+    users = writer.users_with_pending()
+    done = 0
+    for number, user_id in enumerate(users, 1):
+        results = writer.drain(user_id, force=True)
+        done += sum(1 for r in results.values() if r.status == RawStatus.DONE)
+        if progress:
+            progress(number, len(users))
+    return done
+
+
 def _persist(writer: Writer, user_id: str, turns: list[Turn], status: RawStatus, skip_existing: bool = False):  # type: ignore[no-untyped-def]
     """Step (i): checks first, so a refused request writes nothing; then rows, then vectors."""
     check_turns(turns, writer.settings)
@@ -65,7 +82,7 @@ def _report(response: AddMemoryResponse, result: WriteResult) -> None:
         response.message = "stored verbatim; waiting behind an earlier input of this user"
         return
     done = result.status == RawStatus.DONE
-    response.status = "done" if done else "pending"
+    response.status = RawStatus.DONE if done else RawStatus.PENDING
     response.operations += result.operations
     response.llm_calls, response.tokens, response.error = result.usage.calls, result.usage.tokens, result.error
     response.timings_ms = {"total": round(result.seconds * 1000, 2), "llm": round(result.usage.seconds * 1000, 2),

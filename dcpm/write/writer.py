@@ -18,22 +18,22 @@ from typing import Callable, Sequence
 from dateutil import parser as dateparser
 from sqlalchemy import select
 
-from dcpm.index import projection
+from dcpm.api.models import Operation
 from dcpm.config import Settings
-from dcpm.embedding import Embedder
-from dcpm.store.datadir import ensure_free_space
+from dcpm.domain import EventAction, ItemKind, Op, RawStatus
+from dcpm.embedding import Embedder, Encoded
 from dcpm.errors import Conflict, StorageFull
-from dcpm.index import IndexPoint, Scope, VectorIndex
+from dcpm.index import IndexPoint, Scope, VectorIndex, projection
 from dcpm.index.base import DENSE
 from dcpm.llm import LLMClient, LLMFailure, Usage
 from dcpm.llm.prompts import extract, reconcile
 from dcpm.metrics import WRITER_OVERHEAD, WRITES
-from dcpm.write.reconcile import Candidate, Extracted, Planned, exact_duplicates, plan
-from dcpm.api.models import Operation
-from dcpm.store import leases
+from dcpm.store import events, leases
+from dcpm.store.datadir import ensure_free_space
 from dcpm.store.db import Database
 from dcpm.store.items import NewItem, add_item, supersede, update_text
-from dcpm.store.models import Event, Item, RawInput, utcnow
+from dcpm.store.models import Item, RawInput, utcnow
+from dcpm.write.reconcile import Candidate, Extracted, Planned, exact_duplicates, plan
 
 log = logging.getLogger("dcpm.write.writer")
 
@@ -41,7 +41,7 @@ log = logging.getLogger("dcpm.write.writer")
 @dataclass
 class WriteResult:
     request_id: str
-    status: str  # done | pending
+    status: RawStatus  # done | pending: the status of the request's turns
     operations: list[Operation] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     seconds: float = 0.0
@@ -58,7 +58,7 @@ class _Prepared:
 
     raws: list[RawInput]
     extracted: list[Extracted]
-    vectors: object  # Encoded for `extracted`
+    vectors: Encoded | None  # of `extracted`, computed for reconciliation (None when nothing was extracted)
     planned: list[Planned]
     summary: str | None
 
@@ -88,7 +88,7 @@ class Writer:
                         break
                     result = self.process(request_id)
                     results[request_id] = result
-                    if result.status != "done" or request_id == until:
+                    if result.status != RawStatus.DONE or request_id == until:
                         break
         except Conflict:
             log.info("writer for %s busy; request stays pending", user_id)
@@ -98,14 +98,14 @@ class Writer:
         with self.db.session() as session:
             row = session.execute(
                 select(RawInput.request_id, RawInput.next_attempt_at)
-                .where(RawInput.user_id == user_id, RawInput.status == "pending")
+                .where(RawInput.user_id == user_id, RawInput.status == RawStatus.PENDING)
                 .order_by(RawInput.created_at, RawInput.position).limit(1)).first()
         return (row[0], row[1]) if row else (None, None)
 
     # --- one request -------------------------------------------------------------------------
     def process(self, request_id: str) -> WriteResult:
         started = time.perf_counter()
-        result = WriteResult(request_id=request_id, status="pending")
+        result = WriteResult(request_id=request_id, status=RawStatus.PENDING)
         if self.llm is None:
             result.error = "no LLM configured"
             return result
@@ -114,13 +114,13 @@ class Writer:
             ensure_free_space(self.settings.data_dir, self.settings.min_free_disk_mb)
             if prepared is not None:
                 result.operations = self._apply(request_id, prepared, result.usage)
-            result.status = "done"
+            result.status = RawStatus.DONE
         except (LLMFailure, StorageFull) as exc:
             result.error = exc.message
             self._record_failure(request_id, exc.message)
         result.seconds = time.perf_counter() - started
         WRITES.labels(outcome=result.status).inc()
-        if result.status == "done":
+        if result.status == RawStatus.DONE:
             WRITER_OVERHEAD.observe(result.non_llm_seconds)
         return result
 
@@ -128,7 +128,7 @@ class Writer:
         assert self.llm is not None
         with self.db.session() as session:
             raws = list(session.scalars(select(RawInput).where(RawInput.request_id == request_id,
-                                                               RawInput.status == "pending")
+                                                               RawInput.status == RawStatus.PENDING)
                                         .order_by(RawInput.position)))
             if not raws:
                 return None
@@ -150,9 +150,9 @@ class Writer:
         keep = [n for n in range(len(extracted)) if n not in duplicates and candidates[n]]
         if keep:
             system, user = reconcile.render([extracted[n].text for n in keep], [candidates[n] for n in keep])
-            answer_r = self.llm.structured(system, user, reconcile.ReconcileAnswer, usage, "reconcile")
+            reconciled = self.llm.structured(system, user, reconcile.ReconcileAnswer, usage, "reconcile")
             # The prompt numbers only the kept items; map its numbers back to extracted positions.
-            decisions = [d.model_copy(update={"item": keep[d.item - 1] + 1}) for d in answer_r.decisions
+            decisions = [d.model_copy(update={"item": keep[d.item - 1] + 1}) for d in reconciled.decisions
                          if 1 <= d.item <= len(keep)]
         planned = plan(extracted, candidates, decisions, skip=set(duplicates)) + list(duplicates.values())
         summary = (answer.summary or "").strip() or None
@@ -186,57 +186,56 @@ class Writer:
         changed_validity: list[Item] = []
         with self.db.session() as session:
             pending = set(session.scalars(select(RawInput.id).where(RawInput.request_id == request_id,
-                                                                   RawInput.status == "pending")))
+                                                                   RawInput.status == RawStatus.PENDING)))
             if not pending:  # another worker applied it meanwhile: apply nothing twice
                 return []
             meta = {"session_id": first.session_id} if first.session_id else {}
             for step in prepared.planned:
                 source = prepared.extracted[step.index]
-                new = NewItem(kind=source.kind, text=step.text, valid_from=first.timestamp, type=source.type,
-                              topic=source.topic, salience=source.salience, event_time=source.event_time,
-                              source_raw_id=first.id, metadata=meta)
                 target = session.get(Item, step.target_id) if step.target_id else None
-                if step.op in ("UPDATE", "SUPERSEDE") and (target is None or target.user_id != user_id
-                                                          or target.superseded_by_id is not None):
-                    step = Planned("ADD", step.index, source.text, reason="target changed before apply")
-                    new.text = source.text
-                if step.op == "ADD":
+                if step.op in (Op.UPDATE, Op.SUPERSEDE) and (target is None or target.user_id != user_id
+                                                             or target.superseded_by_id is not None):
+                    step = Planned(Op.ADD, step.index, source.text, reason="target changed before apply")
+                new = source.placed(first.timestamp, source_raw_id=first.id, metadata=meta, text=step.text)
+                if step.op == Op.ADD:
                     item = add_item(session, user_id, new, request_id=request_id)
                     new_items.append((item, step.index))
-                elif step.op == "SUPERSEDE":
+                elif step.op == Op.SUPERSEDE:
                     item = supersede(session, target, new, request_id=request_id)
                     new_items.append((item, step.index))
                     changed_validity.append(target)
-                elif step.op == "UPDATE":
+                elif step.op == Op.UPDATE:
                     item = update_text(session, target, step.text, raw_id=first.id, request_id=request_id)
                     new_items.append((item, None))
                 else:
-                    operations.append(Operation(op="NONE", id=step.target_id or "", text=step.text, kind=source.kind,
+                    operations.append(Operation(op=Op.NONE, id=step.target_id or "", text=step.text, kind=source.kind,
                                                 target=step.target_id))
                     continue
                 operations.append(Operation(op=step.op, id=item.id, text=item.text, kind=item.kind,
                                             target=step.target_id, chain_id=item.chain_id))
             if prepared.summary:
-                summary = add_item(session, user_id, NewItem(kind="summary", text=prepared.summary,
+                summary = add_item(session, user_id, NewItem(kind=ItemKind.SUMMARY, text=prepared.summary,
                                                              valid_from=first.timestamp, source_raw_id=first.id,
                                                              metadata=meta), request_id=request_id)
                 new_items.append((summary, None))
-                operations.append(Operation(op="ADD", id=summary.id, text=summary.text, kind="summary",
+                operations.append(Operation(op=Op.ADD, id=summary.id, text=summary.text, kind=ItemKind.SUMMARY,
                                             chain_id=summary.chain_id))
             for raw in session.scalars(select(RawInput).where(RawInput.id.in_(pending))):
-                raw.status, raw.error, raw.next_attempt_at = "done", None, None
+                raw.status, raw.error, raw.next_attempt_at = RawStatus.DONE, None, None
                 raw.attempts += 1
-            session.add(Event(user_id=user_id, action="extracted", subject_kind="raw", subject_id=first.id,
-                              request_id=request_id,
-                              detail={"operations": [o.op for o in operations], "llm_calls": usage.calls,
-                                      "tokens": usage.tokens}))
+            events.record(session, EventAction.EXTRACTED, user_id=user_id, subject_kind=ItemKind.RAW,
+                          subject_id=first.id, request_id=request_id, operations=[o.op for o in operations],
+                          llm_calls=usage.calls, tokens=usage.tokens)
         self._index(prepared, new_items, changed_validity)
         return operations
 
     def _index(self, prepared: _Prepared, new_items: list[tuple[Item, int | None]], changed: list[Item]) -> None:
         """Vectors after the rows: reuse the vectors computed for reconciliation, embed the rest."""
-        points = [IndexPoint(item.id, prepared.vectors.dense[n], prepared.vectors.sparse[n],  # type: ignore[attr-defined]
-                             projection.item_payload(item)) for item, n in new_items if n is not None]
+        vectors = prepared.vectors
+        points: list[IndexPoint] = []
+        if vectors is not None:
+            points = [IndexPoint(item.id, vectors.dense[n], vectors.sparse[n], projection.item_payload(item))
+                      for item, n in new_items if n is not None]
         self.index.upsert(points)
         to_embed = [item for item, n in new_items if n is None]
         if to_embed:
@@ -252,7 +251,7 @@ class Writer:
     def _record_failure(self, request_id: str, error: str) -> None:
         with self.db.session() as session:
             rows = list(session.scalars(select(RawInput).where(RawInput.request_id == request_id,
-                                                               RawInput.status == "pending")))
+                                                               RawInput.status == RawStatus.PENDING)))
             for raw in rows:
                 raw.attempts += 1
                 raw.error = error[:2000]
@@ -260,9 +259,9 @@ class Writer:
                             self.settings.recovery_max_backoff_seconds)
                 raw.next_attempt_at = utcnow() + timedelta(seconds=delay)
             if rows:
-                session.add(Event(user_id=rows[0].user_id, action="extraction_failed", subject_kind="raw",
-                                  subject_id=rows[0].id, request_id=request_id,
-                                  detail={"error": error[:500], "attempt": rows[0].attempts}))
+                events.record(session, EventAction.EXTRACTION_FAILED, user_id=rows[0].user_id,
+                              subject_kind=ItemKind.RAW, subject_id=rows[0].id, request_id=request_id,
+                              error=error[:500], attempt=rows[0].attempts)
         log.warning("request %s stays pending: %s", request_id, error)
 
     def users_with_pending(self, older_than_seconds: float = 0.0) -> list[str]:
@@ -270,26 +269,24 @@ class Writer:
         cutoff = utcnow() - timedelta(seconds=older_than_seconds)
         with self.db.session() as session:
             return list(session.scalars(select(RawInput.user_id).where(
-                RawInput.status == "pending", RawInput.created_at <= cutoff).distinct()))
+                RawInput.status == RawStatus.PENDING, RawInput.created_at <= cutoff).distinct()))
 
     def outcome(self, request_id: str) -> WriteResult:
         """What happened to a request another worker processed: its status and operations, read
         back from the rows and the event log."""
         with self.db.session() as session:
             statuses = set(session.scalars(select(RawInput.status).where(RawInput.request_id == request_id)))
-            events = list(session.scalars(select(Event).where(Event.request_id == request_id,
-                                                              Event.action.in_(("created", "updated")))
-                                          .order_by(Event.id)))
-            items = {i.id: i for i in session.scalars(select(Item).where(Item.id.in_([e.subject_id for e in events])))}
+            changes = [events.change_of(e) for e in events.of_request(session, request_id,
+                                                                      (EventAction.CREATED, EventAction.UPDATED))]
+            items = {i.id: i for i in session.scalars(select(Item).where(Item.id.in_([c.item_id for c in changes])))}
         operations = []
-        for event in events:
-            item = items.get(event.subject_id)
-            if item is None:
-                continue
-            op = "UPDATE" if event.action == "updated" else ("SUPERSEDE" if event.detail.get("supersedes") else "ADD")
-            operations.append(Operation(op=op, id=item.id, text=item.text, kind=item.kind,
-                                        target=event.detail.get("supersedes"), chain_id=item.chain_id))
-        return WriteResult(request_id, "pending" if "pending" in statuses else "done", operations)
+        for change in changes:
+            item = items.get(change.item_id)
+            if item is not None and change.op is not None:  # a deleted item left only a tombstone
+                operations.append(Operation(op=change.op, id=item.id, text=item.text, kind=item.kind,
+                                            target=change.supersedes, chain_id=item.chain_id))
+        return WriteResult(request_id, RawStatus.PENDING if RawStatus.PENDING in statuses else RawStatus.DONE,
+                           operations)
 
 
 def _parse_time(value: str | None, reference: datetime) -> datetime | None:

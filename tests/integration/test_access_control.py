@@ -14,9 +14,9 @@ from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
 from dcpm.api.client import Client
+from dcpm.api.models import AddMemoryRequest
 from dcpm.config import Settings
 from dcpm.errors import Forbidden, Unauthorized
-from dcpm.api.models import AddMemoryRequest
 from dcpm.server.app import create_app
 from dcpm.service import MemoryService
 from dcpm.store.models import Node

@@ -8,8 +8,8 @@ import pytest
 
 from dcpm.adapter import SHIPPED_ADAPTER
 from dcpm.adapter.manifest import read_manifest
-from dcpm.config import Settings
 from dcpm.api.models import SearchRequest
+from dcpm.config import Settings
 
 from .scenarios import ANA_TURNS, BOB_TURNS
 

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from dcpm.adapter.encoder import AssociativeQueryEncoder
-from dcpm.adapter.training.lives import Life
 from dcpm.adapter.manifest import MANIFEST_FILE
-from dcpm.config import Settings
-from dcpm.errors import Invalid
-from dcpm.domain import Turn
-from dcpm.api.models import SearchRequest
+from dcpm.adapter.training.lives import Life
 from dcpm.adapter.training.train import TrainingPlan, train
+from dcpm.api.models import SearchRequest
+from dcpm.config import Settings
+from dcpm.domain import Turn
+from dcpm.errors import Invalid
 
 from .scenarios import at
 

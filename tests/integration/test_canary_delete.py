@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dcpm.consolidation.runs import consolidate_user
 from dcpm.api.models import AddMemoryRequest, UpdateMemoryRequest  # noqa: F401  (UpdateMemoryRequest: API shape)
+from dcpm.consolidation.runs import consolidate_user
 from dcpm.service import MemoryService
 from dcpm.testing.scripted_llm import LLMServer
 

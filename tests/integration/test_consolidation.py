@@ -7,14 +7,14 @@ import re
 import pytest
 from sqlalchemy import select
 
+from dcpm.api.models import ConsentUpdate, SearchRequest
 from dcpm.consolidation import runs as runs_module
 from dcpm.consolidation.runs import consolidate_user
-from dcpm.write.raw import touch_user
-from dcpm.api.models import ConsentUpdate, SearchRequest
 from dcpm.service import MemoryService
 from dcpm.store.items import NewItem, add_item
 from dcpm.store.models import ConsolidationRun, Evidence, Node
 from dcpm.testing.scripted_llm import LLMServer
+from dcpm.write.raw import touch_user
 
 from .scenarios import at
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from dcpm.index import projection
 from dcpm.api.client import Client
+from dcpm.api.models import AddMemoryRequest, SearchRequest
 from dcpm.consolidation.graph import add_evidence, create_node
 from dcpm.errors import Conflict, Invalid, NotFound
-from dcpm.index import Scope
+from dcpm.index import Scope, projection
 from dcpm.index.base import DENSE
-from dcpm.api.models import AddMemoryRequest, SearchRequest
 from dcpm.server.app import create_app
 from dcpm.store.models import Event, Item, ItemRevision, Node, RawInput, User
 

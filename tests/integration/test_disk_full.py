@@ -6,9 +6,9 @@ import subprocess
 
 import pytest
 
-from dcpm.errors import StorageFull
-from dcpm.domain import Turn
 from dcpm.api.models import AddMemoryRequest, SearchRequest
+from dcpm.domain import Turn
+from dcpm.errors import StorageFull
 from dcpm.service import MemoryService
 
 

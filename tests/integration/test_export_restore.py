@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from dcpm.errors import Conflict, Invalid
 from dcpm.api.models import ConsentUpdate, SearchRequest
+from dcpm.errors import Conflict, Invalid
 from dcpm.service import MemoryService
 
 from .scenarios import ANA_TURNS, ana_drinks_chain

@@ -7,8 +7,8 @@ from collections import deque
 import pytest
 from fastapi.testclient import TestClient
 
-from dcpm.consolidation.runs import consolidate_user
 from dcpm.api.models import AddMemoryRequest, SearchRequest
+from dcpm.consolidation.runs import consolidate_user
 from dcpm.server.app import create_app
 from dcpm.service import MemoryService
 from dcpm.testing.scripted_llm import LLMServer

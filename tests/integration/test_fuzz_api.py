@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import content_type_conformance, response_schema_conformance
 
+from dcpm.api.models import AddMemoryRequest, SearchRequest
 from dcpm.config import Settings
 from dcpm.domain import Turn
-from dcpm.api.models import AddMemoryRequest, SearchRequest
 from dcpm.server.app import create_app
 from dcpm.service import MemoryService
 from dcpm.testing.scripted_llm import LLMServer

@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from dcpm.errors import Conflict
 from dcpm.api.models import SearchRequest
+from dcpm.errors import Conflict
 from dcpm.service import MemoryService
 from dcpm.store.db import current_revision
 

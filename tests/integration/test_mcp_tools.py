@@ -8,8 +8,8 @@ from typing import Any
 import anyio
 from mcp import Client
 
-from dcpm.mcp.server import USER_META_KEY, build_server
 from dcpm.api.models import AddMemoryRequest
+from dcpm.mcp.server import USER_META_KEY, build_server
 
 
 async def _calls(server, *calls: tuple[str, dict[str, Any], dict[str, Any] | None]) -> list:

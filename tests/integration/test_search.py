@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dcpm.errors import Invalid, NotFound
 from dcpm.api.models import AddMemoryRequest, SearchRequest
+from dcpm.errors import Invalid, NotFound
 
 from .scenarios import ANA_TURNS, BOB_TURNS, ana_drinks_chain, at
 

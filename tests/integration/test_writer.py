@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from dcpm.api.models import AddMemoryRequest, SearchRequest
 from dcpm.service import MemoryService
 from dcpm.store.models import Item, RawInput
-from dcpm.testing.scripted_llm import LLMServer, ScriptedLLM
+from dcpm.testing.scripted_llm import LLMServer
 
 
 def supersede_first_candidate(items):

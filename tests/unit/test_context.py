@@ -1,7 +1,7 @@
 from datetime import datetime, timezone
 
-from dcpm.read.context_block import estimate_tokens, render_context
 from dcpm.api.models import ChainLink, SearchHit
+from dcpm.read.context_block import estimate_tokens, render_context
 
 WHEN = datetime(2025, 3, 2, tzinfo=timezone.utc)
 

@@ -1,4 +1,4 @@
-"""Mem0 platform shapes mapped onto dcpm's (pure functions of dcpm.server.mem0.models)."""
+"""Mem0 platform shapes mapped onto dcpm's (pure functions of dcpm.server.mem0.mapping)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from dcpm.errors import Invalid
 from dcpm.api.models import AddMemoryResponse, HistoryEvent, HistoryResponse, Operation
-from dcpm.server.mem0.models import Scope, add_response, history_entries, query_filters, scope_of
+from dcpm.errors import Invalid
+from dcpm.server.mem0.mapping import Scope, add_response, history_entries, query_filters, scope_of
 
 T0 = datetime(2025, 1, 10, tzinfo=timezone.utc)
 

@@ -3,15 +3,14 @@
 Only the query side learns: E_θ is a LoRA on a copy of the frozen embedder E. The memory bank
 is every training fact, encoded once by E, and E(q) of every row is computed once too, since
 neither changes; each step then encodes the batch with E_θ and minimizes InfoNCE on the
-summed score over the row's same-source facts. Run as a module for a quick look:
-`python -m dcpm.adapter.training.train OUTPUT CORPUS.jsonl...` (the CLI offers every option).
+summed score over the row's same-source facts. `dcpm adapter train` (and its process entry
+point `workers/train_adapter.py`) runs it.
 """
 
 from __future__ import annotations
 
 import math
 import random
-import sys
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -19,9 +18,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from dcpm.adapter.training.evaluation import cue_set, evaluate, query_vectors
-from dcpm.adapter.training.lives import Fact, Life, Row, facts_and_rows, read_lives, rows_hash, split_personas
 from dcpm.adapter.manifest import AdapterManifest, TrainingRecord, backbone_of, write_manifest
+from dcpm.adapter.training.evaluation import cue_set, evaluate, query_vectors
+from dcpm.adapter.training.lives import Fact, Life, Row, facts_and_rows, rows_hash, split_personas
 from dcpm.adapter.training.objective import allowed_candidates, infonce_loss, summed_scores
 from dcpm.config import Settings
 from dcpm.errors import Invalid
@@ -170,30 +169,3 @@ def train(embedder: Any, lives: Sequence[Life], plan: TrainingPlan, output: Path
     )
     write_manifest(output, manifest)
     return manifest
-
-
-def main(argv: list[str] | None = None) -> int:
-    from tqdm import tqdm
-
-    from dcpm.embedding import load_embedder
-
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) < 2:
-        print(__doc__)
-        return 2
-    settings = Settings()
-    corpus = [Path(p) for p in args[1:]]
-    with tqdm(desc="training", unit="step") as bar:
-        def advance(step: int, total: int, loss: float) -> None:
-            bar.total = total
-            bar.set_postfix(loss=f"{loss:.3f}")
-            bar.update(1)
-
-        manifest = train(load_embedder(settings), read_lives(corpus), TrainingPlan.from_settings(settings),
-                         Path(args[0]), corpus_files=corpus, progress=advance)
-    print(manifest.model_dump_json(indent=2))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

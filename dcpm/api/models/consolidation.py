@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from dcpm.domain import UserId
 
+
 class ConsolidateRequest(BaseModel):
     user_id: UserId | None = Field(None, description="One user; omit with all=true for every user.")
     all: bool = False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+
 class UpdateMemoryRequest(BaseModel):
     text: str = Field(description="The item's new text; the previous text is kept as a revision.")
 

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from dcpm.api.models.memories import ChainLink
 
+
 class RawOut(BaseModel):
     id: str
     kind: Literal["raw"] = "raw"

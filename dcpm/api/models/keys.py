@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from dcpm.domain import UserId
 
+
 class CreateKeyRequest(BaseModel):
     user_id: UserId = Field(description="The one user the key may act for.")
     label: str | None = Field(None, max_length=200, description="What the key is for, e.g. the back end's name.")

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from dcpm.domain import SEARCH_KINDS, ItemKind, Op, UserId
 
+
 class Message(BaseModel):
     role: str = Field("user", max_length=32)
     content: str

@@ -3,14 +3,13 @@ host="http://127.0.0.1:8420")` works unchanged. The key is dcpm's admin token or
 API key, which reaches its own user only (Mem0 sends `Authorization: Token <key>`, which dcpm's
 auth accepts; any key while access control is off, see dcpm.auth).
 
-Routes parse Mem0's shapes, call the service and render Mem0's shapes (dcpm.server.mem0.models);
+Routes parse Mem0's shapes, call the service and render Mem0's shapes (dcpm.server.mem0.mapping);
 errors are dcpm's, mapped once by the app. An entity Mem0 has never seen reads as empty, as on
 Mem0's platform, instead of dcpm's 404 for an unknown user.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Any, Callable, TypeVar
 
 from fastapi import APIRouter, Query, Request
@@ -18,7 +17,20 @@ from fastapi import APIRouter, Query, Request
 from dcpm import __version__
 from dcpm.auth import require_owner, require_user
 from dcpm.errors import Invalid, NotFound
-from dcpm.api.models import AddMemoryRequest, SearchRequest
+from dcpm.server.caller import Caller
+from dcpm.server.mem0.mapping import (
+    add_request,
+    add_response,
+    entities_of,
+    history_entries,
+    listing_status,
+    memory_of,
+    query_filters,
+    request_scope,
+    scope_of,
+    search_request,
+    search_results,
+)
 from dcpm.server.mem0.models import (
     Mem0AddRequest,
     Mem0AddResponse,
@@ -34,16 +46,7 @@ from dcpm.server.mem0.models import (
     Mem0SearchResponse,
     Mem0Updated,
     Mem0UpdateRequest,
-    add_response,
-    dcpm_request,
-    entities_of,
-    history_entries,
-    memory_of,
-    query_filters,
-    scope_of,
-    search_results,
 )
-from dcpm.server.caller import Caller
 from dcpm.service import MemoryService
 
 T = TypeVar("T")
@@ -72,32 +75,26 @@ def mem0_router(service: MemoryService, guarded: list[Any]) -> APIRouter:
     @router.post("/v3/memories/add/", response_model=Mem0AddResponse)
     def add(body: Mem0AddRequest, caller: Caller) -> Mem0AddResponse:
         """Remember messages; with `infer` (default) facts are extracted before the answer."""
-        scope = body.scope()
+        scope = request_scope(body)
         require_user(caller, scope.user_id)
-        when = _from_epoch(body.timestamp)
-        request = dcpm_request(AddMemoryRequest, user_id=scope.user_id, session_id=scope.run_id, timestamp=when,
-                               messages=[m.model_dump(include={"role", "content", "name"}) for m in body.messages],
-                               metadata=body.metadata or {}, infer=body.infer)
+        request = add_request(body, scope)
         return add_response(service.add_memory(request), body.infer)
 
     @router.post("/v3/memories/", response_model=Mem0Page)
     def get_all(body: Mem0ListRequest, request: Request, caller: Caller, page: int = Query(1, ge=1),
                 page_size: int = Query(100, ge=1, le=1000)) -> Mem0Page:
         """A user's memories, oldest first, superseded revisions included unless `latest_only`."""
-        scope = body.scope()
+        scope = request_scope(body)
         require_user(caller, scope.user_id)
         if scope.run_id:
             raise Invalid("listing by run_id is not supported; search with a run_id filter instead")
         offset = (page - 1) * page_size
-        listing = unless_unknown_user(
-            lambda: service.list_memories(scope.user_id, kind=body.kind, limit=page_size, offset=offset), None)
+        listing = unless_unknown_user(lambda: service.list_memories(
+            scope.user_id, kind=body.kind, limit=page_size, offset=offset, status=listing_status(body)), None)
         if listing is None:
             return Mem0Page(count=0, results=[])
-        memories = [memory_of(entry) for entry in listing.items]
-        if body.latest_only:
-            memories = [m for m in memories if m.current is not False]
         more = offset + len(listing.items) < listing.total
-        return Mem0Page(count=listing.total, results=memories,
+        return Mem0Page(count=listing.total, results=[memory_of(entry) for entry in listing.items],
                         next=page_url(request, page + 1, page_size) if more else None,
                         previous=page_url(request, page - 1, page_size) if page > 1 else None)
 
@@ -105,10 +102,9 @@ def mem0_router(service: MemoryService, guarded: list[Any]) -> APIRouter:
     def search(body: Mem0SearchRequest, caller: Caller) -> Mem0SearchResponse:
         """Hybrid search (no LLM); each result carries dcpm's chain, and `nodes` the schemas and
         intentions the hits surfaced."""
-        scope = body.scope()
+        scope = request_scope(body)
         require_user(caller, scope.user_id)
-        request = dcpm_request(SearchRequest, user_id=scope.user_id, query=body.query, limit=body.top_k,
-                               session_id=scope.run_id, kinds=body.kinds)
+        request = search_request(body, scope)
         found = unless_unknown_user(lambda: service.search(request), None)
         if found is None:
             return Mem0SearchResponse(results=[])
@@ -168,12 +164,3 @@ def mem0_router(service: MemoryService, guarded: list[Any]) -> APIRouter:
 
     return router
 
-
-def _from_epoch(seconds: float | None) -> datetime | None:
-    """Mem0 sends Unix seconds; a value no calendar can hold is the caller's mistake (422)."""
-    if seconds is None:
-        return None
-    try:
-        return datetime.fromtimestamp(seconds, timezone.utc)
-    except (OverflowError, OSError, ValueError):
-        raise Invalid(f"timestamp {seconds} is out of range") from None

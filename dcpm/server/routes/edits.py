@@ -1,19 +1,19 @@
-"""dcpm's own routes for changing stored memories by id: hard delete and text edits (see
-dcpm.admin). The MCP server and dcpm.Client reach a daemon's data through these."""
+"""Changing stored memories by id: text edits and hard deletes of an item, a graph node, a session
+or a whole user (see dcpm.admin). The MCP server and dcpm.Client reach a daemon's data through these."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 
+from dcpm.api.models import DeleteResponse, DeleteUserResponse, ItemOut, UpdateMemoryRequest
 from dcpm.auth import require_owner, require_user
-from dcpm.api.models import DeleteResponse, DeleteUserResponse, HistoryEvent, ItemOut, NodeOut, UpdateMemoryRequest
 from dcpm.server.caller import Caller
 from dcpm.service import MemoryService
 
 
-def admin_router(service: MemoryService, guarded: list[Any]) -> APIRouter:
+def edits_router(service: MemoryService, guarded: list[Any]) -> APIRouter:
     router = APIRouter(dependencies=guarded, tags=["memories"])
 
     @router.delete("/v1/items/{memory_id}", response_model=DeleteResponse)
@@ -27,12 +27,6 @@ def admin_router(service: MemoryService, guarded: list[Any]) -> APIRouter:
             return service.delete_chain(memory_id)
         return service.delete_memory(memory_id, with_predecessors=with_predecessors)
 
-    @router.get("/v1/nodes/{node_id}", response_model=NodeOut)
-    def node(node_id: str, caller: Caller) -> NodeOut:
-        """A graph node with the items supporting it and its edges."""
-        require_owner(caller, service.node_owner(node_id), node_id, what="graph node")
-        return service.node(node_id)
-
     @router.delete("/v1/nodes/{node_id}", response_model=DeleteResponse)
     def delete_node(node_id: str, caller: Caller) -> DeleteResponse:
         """A schema, intention or core-schema node with its edges; the facts stay."""
@@ -44,13 +38,6 @@ def admin_router(service: MemoryService, guarded: list[Any]) -> APIRouter:
         """Every turn of a session and every item extracted from them."""
         require_user(caller, user_id)
         return service.delete_session(user_id, session_id)
-
-    @router.get("/v1/users/{user_id}/events", response_model=list[HistoryEvent])
-    def events(user_id: str, caller: Caller,
-               limit: Annotated[int, Query(ge=1, le=5000)] = 200) -> list[HistoryEvent]:
-        """The user's event log, newest first; deleted subjects keep only tombstones."""
-        require_user(caller, user_id)
-        return service.events(user_id, limit)
 
     @router.patch("/v1/items/{memory_id}", response_model=ItemOut)
     def update_memory(memory_id: str, body: UpdateMemoryRequest, caller: Caller) -> ItemOut:

@@ -9,6 +9,11 @@ config = context.config
 target_metadata = Base.metadata
 
 
+def database_url() -> str:
+    """`alembic -x url=...` (see migrations/alembic.ini), else the configured URL."""
+    return context.get_x_argument(as_dictionary=True).get("url") or config.get_main_option("sqlalchemy.url")
+
+
 def run_migrations_online() -> None:
     connection = config.attributes.get("connection")
     if connection is not None:
@@ -16,7 +21,7 @@ def run_migrations_online() -> None:
         with context.begin_transaction():
             context.run_migrations()
         return
-    engine = create_engine(config.get_main_option("sqlalchemy.url"))
+    engine = create_engine(database_url())
     with engine.begin() as conn:
         context.configure(connection=conn, target_metadata=target_metadata, render_as_batch=True)
         with context.begin_transaction():
@@ -24,7 +29,7 @@ def run_migrations_online() -> None:
 
 
 def run_migrations_offline() -> None:
-    context.configure(url=config.get_main_option("sqlalchemy.url"), target_metadata=target_metadata,
+    context.configure(url=database_url(), target_metadata=target_metadata,
                       literal_binds=True)
     with context.begin_transaction():
         context.run_migrations()

@@ -1,0 +1,35 @@
+"""Operator commands on a whole store or user: `export` a user as JSONL, `restore` one, and
+`reindex` (rebuild the vector index from the relational store, with a progress bar)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from dcpm.cli.output import memory, out, progress
+
+
+def export_user(user: str, output: Annotated[Optional[Path], typer.Option("--output", "-o")] = None) -> None:
+    """Write everything of USER (raw, items, chains, revisions, graph, events, consent) as JSONL."""
+    path = output or Path(f"{user}.dcpm.jsonl")
+    with memory() as mem:
+        manifest = mem.export_user(user, path)
+    counts = ", ".join(f"{n} {k}" for k, n in manifest["counts"].items() if n)
+    out.print(f"exported {user} to {path}: {counts}")
+
+
+def restore(path: Path) -> None:
+    """Load an export made by `dcpm export` (into a store that does not have that user yet)."""
+    with memory() as mem:
+        manifest = mem.restore(path)
+    out.print(f"restored {manifest['user_id']} ({sum(manifest['counts'].values())} records)")
+
+
+def reindex() -> None:
+    """Rebuild the vector index from the relational store."""
+    with memory() as mem, progress() as bar:
+        task = bar.add_task("reindexing", total=None)  # indeterminate until the first count arrives
+        points = mem.reindex(lambda done, total: bar.update(task, completed=done, total=total))
+    out.print(f"reindexed {points} point(s)")

@@ -1,0 +1,42 @@
+"""The daemon's lifecycle (`dcpm serve`): own the data directory, open the whole service, start
+the background loops and the nightly consolidation, announce the address in `daemon.json` so
+that CLI commands go through the API, serve HTTP until stopped, then undo all of it."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from dcpm.config import Settings
+
+
+def run_daemon(settings: Settings, host: str | None = None, port: int | None = None,
+               log_level: str = "info") -> None:
+    """Serve `settings.data_dir` on HOST:PORT (default: from settings) until the process is stopped.
+    Another process holding the data directory is a Conflict; nothing is left behind on exit."""
+    import uvicorn
+
+    from dcpm.consolidation.schedule import schedule_nightly
+    from dcpm.server.app import create_app
+    from dcpm.service import MemoryService
+    from dcpm.store.datadir import DataDirLock, clear_daemon, write_daemon
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    host = host or settings.host
+    port = port or settings.port
+    lock = DataDirLock(settings.data_dir)
+    lock.acquire()
+    service = MemoryService(settings)
+    try:
+        service.start_background()
+        if service.llm is not None and settings.consolidation_schedule:
+            schedule_nightly(service.consolidation.backends, settings.consolidation_cron)
+        client_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+        write_daemon(settings.data_dir, f"http://{client_host}:{port}")
+        print(f"dcpm serving {settings.data_dir} on http://{host}:{port} (OpenAPI: /docs)", file=sys.stderr,
+              flush=True)
+        uvicorn.run(create_app(service), host=host, port=port, log_level=log_level.lower())
+    finally:
+        clear_daemon(settings.data_dir)
+        service.close()
+        lock.release()

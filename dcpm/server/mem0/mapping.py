@@ -1,0 +1,247 @@
+"""Mem0's requests read as dcpm's, and dcpm's answers written as Mem0's. Pure functions over plain
+data: the routes parse, call the service and render with these.
+
+The mapping, in short: a Mem0 "memory" is a dcpm item (fact, identity, summary); search also
+returns the verbatim turns dcpm recalls from (kind "raw"), and with `infer: false` those turns are
+what an add stores. Mem0's `user_id` is dcpm's user and `run_id` its session. A revision that
+superseded another appears in `history` as an UPDATE of the old memory by its successor.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Iterable
+
+from pydantic import BaseModel, ValidationError
+
+from dcpm.api.models import (
+    AddMemoryRequest,
+    AddMemoryResponse,
+    HistoryResponse,
+    ItemOut,
+    RawOut,
+    SearchHit,
+    SearchRequest,
+    UserOut,
+)
+from dcpm.domain import ItemKind, Op
+from dcpm.errors import Invalid, invalid_from
+from dcpm.server.mem0.models import (
+    Mem0AddRequest,
+    Mem0AddResponse,
+    Mem0AddResult,
+    Mem0Entities,
+    Mem0Entity,
+    Mem0HistoryEntry,
+    Mem0ListRequest,
+    Mem0Memory,
+    Mem0Scoped,
+    Mem0SearchRequest,
+)
+from dcpm.store.events import item_change
+
+# dcpm has no agent or app scopes; a filter on one is refused rather than silently widened.
+UNSUPPORTED_SCOPES = ("agent_id", "app_id")
+WILDCARD = "*"
+HISTORY_EVENT_NAMESPACE = uuid.UUID("0c3b4f3e-9d0a-4b8e-8f7e-3d1c6a2b5e47")
+
+
+# --- scopes ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Scope:
+    user_id: str
+    run_id: str | None = None
+
+
+def scope_of(filters: dict[str, Any] | None, **top_level: str | None) -> Scope:
+    """The one user (and optional run, dcpm's session) a request is about, from Mem0 `filters`
+    (plain keys or an AND list) and top-level entity ids. dcpm keeps memories per user, so the
+    filters must name exactly one user_id; OR, operators and agent/app scopes are refused."""
+    terms = [(key, value) for key, value in top_level.items() if value is not None]
+    terms += list(_filter_terms(filters or {}))
+    values: dict[str, set[str]] = {}
+    for key, value in terms:
+        if value == WILDCARD:
+            continue
+        if key in UNSUPPORTED_SCOPES:
+            raise Invalid(f"dcpm scopes memories by user_id (and run_id, as a session); {key} is not supported")
+        if key not in ("user_id", "run_id"):
+            raise Invalid(f"unsupported filter {key!r}: dcpm filters by user_id and run_id only")
+        if not isinstance(value, str):
+            raise Invalid(f"filter {key!r} must be a plain string; operators such as 'in' are not supported")
+        values.setdefault(key, set()).add(value)
+    users = values.get("user_id", set())
+    runs = values.get("run_id", set())
+    if len(users) != 1:
+        raise Invalid("name exactly one user_id (in filters or at the top level): dcpm keeps memories per user")
+    if len(runs) > 1:
+        raise Invalid("name at most one run_id")
+    return Scope(user_id=next(iter(users)), run_id=next(iter(runs), None))
+
+
+def request_scope(body: Mem0Scoped) -> Scope:
+    """Entity ids may come at the top level (REST callers) or inside `filters` (the 2.x client)."""
+    return scope_of(body.filters, user_id=body.user_id, run_id=body.run_id, agent_id=body.agent_id,
+                    app_id=body.app_id)
+
+
+def query_filters(text: str | None) -> dict[str, Any] | None:
+    """`filters` sent as a query parameter: MemoryClient.delete_all puts the dict there, and httpx
+    writes it as Python's repr, not JSON, so both are read (as literals only, never evaluated)."""
+    if not text:
+        return None
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        try:
+            parsed = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            raise Invalid("filters must be a JSON object") from None
+    if not isinstance(parsed, dict):
+        raise Invalid("filters must be a JSON object")
+    return parsed
+
+
+def _filter_terms(filters: dict[str, Any]) -> Iterable[tuple[str, Any]]:
+    for key, value in filters.items():
+        if key == "AND":
+            if not isinstance(value, list) or not all(isinstance(part, dict) for part in value):
+                raise Invalid("AND takes a list of filter objects")
+            for part in value:
+                yield from _filter_terms(part)
+        elif key in ("OR", "NOT"):
+            raise Invalid(f"{key} filters are not supported: name one user_id")
+        else:
+            yield key, value
+
+
+# --- Mem0 -> dcpm ---------------------------------------------------------------------------------
+def add_request(body: Mem0AddRequest, scope: Scope) -> AddMemoryRequest:
+    return _dcpm_request(AddMemoryRequest, user_id=scope.user_id, session_id=scope.run_id,
+                         timestamp=_from_epoch(body.timestamp),
+                         messages=[m.model_dump(include={"role", "content", "name"}) for m in body.messages],
+                         metadata=body.metadata or {}, infer=body.infer)
+
+
+def search_request(body: Mem0SearchRequest, scope: Scope) -> SearchRequest:
+    return _dcpm_request(SearchRequest, user_id=scope.user_id, query=body.query, limit=body.top_k,
+                         session_id=scope.run_id, kinds=body.kinds)
+
+
+def listing_status(body: Mem0ListRequest) -> str | None:
+    """`latest_only` lists the revisions nothing superseded, filtered in the query so pages stay
+    full; raw turns have no revisions, so it leaves them alone."""
+    return "current" if body.latest_only and body.kind != ItemKind.RAW else None
+
+
+def _dcpm_request(model: type[BaseModel], **fields: Any) -> Any:
+    """Build one of dcpm's own request models, turning a validation failure into Invalid (a 422)."""
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        raise invalid_from(exc.errors()) from None
+
+
+def _from_epoch(seconds: float | None) -> datetime | None:
+    """Mem0 sends Unix seconds; a value no calendar can hold is the caller's mistake (422)."""
+    if seconds is None:
+        return None
+    try:
+        return datetime.fromtimestamp(seconds, timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        raise Invalid(f"timestamp {seconds} is out of range") from None
+
+
+# --- dcpm -> Mem0 ---------------------------------------------------------------------------------
+def text_hash(text: str) -> str:
+    """Mem0 clients compare memories by an MD5 of their text."""
+    return hashlib.md5(text.encode()).hexdigest()
+
+
+def memory_of(entry: ItemOut | RawOut) -> Mem0Memory:
+    if isinstance(entry, RawOut):
+        return Mem0Memory(id=entry.id, memory=entry.text, user_id=entry.user_id, run_id=entry.session_id,
+                          hash=text_hash(entry.text), metadata=entry.metadata or None, created_at=entry.created_at,
+                          kind=ItemKind.RAW, valid_from=entry.timestamp)
+    return Mem0Memory(id=entry.id, memory=entry.text, user_id=entry.user_id,
+                      run_id=entry.metadata.get("session_id"), hash=text_hash(entry.text),
+                      metadata=entry.metadata or None, categories=[entry.topic] if entry.topic else [],
+                      created_at=entry.created_at, updated_at=entry.updated_at, kind=entry.kind,
+                      current=entry.current, chain_id=entry.chain_id, supersedes=entry.supersedes,
+                      superseded_by=entry.superseded_by, revision=entry.revision, valid_from=entry.valid_from,
+                      valid_to=entry.valid_to, chain=entry.chain)
+
+
+def memory_of_hit(hit: SearchHit, user_id: str) -> Mem0Memory:
+    return Mem0Memory(id=hit.id, memory=hit.text, user_id=user_id, run_id=hit.session_id, hash=text_hash(hit.text),
+                      metadata=hit.metadata or None, categories=[hit.topic] if hit.topic else [],
+                      created_at=hit.created_at, score=hit.score, kind=hit.kind,
+                      current=None if hit.kind == ItemKind.RAW else hit.current is None, valid_from=hit.timestamp,
+                      chain=hit.chain, believed_now=hit.current)
+
+
+def search_results(hits: list[SearchHit], user_id: str, threshold: float | None, latest_only: bool) -> list[Mem0Memory]:
+    """`threshold` drops weak hits; `latest_only` drops hits on revisions something has superseded."""
+    return [memory_of_hit(hit, user_id) for hit in hits
+            if (threshold is None or hit.score >= threshold) and not (latest_only and hit.current is not None)]
+
+
+_ADD_EVENTS = {Op.ADD: "ADD", Op.SUPERSEDE: "UPDATE", Op.UPDATE: "UPDATE", Op.NONE: "NONE"}
+_STATUSES = {"stored": "SUCCEEDED", "done": "SUCCEEDED", "pending": "PENDING", "failed": "FAILED"}
+
+
+def add_response(result: AddMemoryResponse, infer: bool) -> Mem0AddResponse:
+    """The memories an add produced. dcpm extracts while the request waits, so results are final
+    (Mem0's platform answers PENDING and extracts later); without inference the turns themselves
+    are the memories."""
+    results = []
+    for operation in result.operations:
+        if operation.op == Op.RAW:
+            if not infer:
+                results.append(Mem0AddResult(id=operation.id, event="ADD", memory=operation.text, kind=ItemKind.RAW))
+            continue
+        memory_id = operation.target if operation.op == Op.NONE and operation.target else operation.id
+        results.append(Mem0AddResult(id=memory_id, event=_ADD_EVENTS[operation.op], memory=operation.text,
+                                     previous_memory_id=operation.target if operation.op != Op.NONE else None,
+                                     kind=operation.kind))
+    return Mem0AddResponse(message=result.message, status=_STATUSES[result.status], event_id=result.request_id,
+                           results=results, raw_ids=result.raw_ids)
+
+
+def history_entries(history: HistoryResponse, user_id: str) -> list[Mem0HistoryEntry]:
+    """A chain's events as Mem0 history: creation is an ADD, an in-place update an UPDATE of the
+    same memory, and a supersede an UPDATE of the old memory whose new text is its successor's."""
+    texts: dict[str, str | None] = {}
+    entries = []
+    for event in history.events:
+        change = item_change(event.action, event.item_id, event.at, event.request_id, event.detail)
+        event_key = f"{change.item_id}/{change.at.isoformat()}/{change.action}"
+        common = dict(id=str(uuid.uuid5(HISTORY_EVENT_NAMESPACE, event_key)), user_id=user_id, created_at=change.at,
+                      updated_at=change.at, action=change.action, request_id=change.request_id)
+        if change.deleted:
+            entries.append(Mem0HistoryEntry(**common, memory_id=change.item_id, event="DELETE", old_memory=None,
+                                            new_memory=None))
+        elif change.op == Op.SUPERSEDE:
+            entries.append(Mem0HistoryEntry(**common, memory_id=change.supersedes, event="UPDATE",
+                                            old_memory=texts.get(change.supersedes), new_memory=change.text,
+                                            successor_id=change.item_id))
+        elif change.op == Op.ADD:
+            entries.append(Mem0HistoryEntry(**common, memory_id=change.item_id, event="ADD", old_memory=None,
+                                            new_memory=change.text))
+        elif change.op == Op.UPDATE:
+            entries.append(Mem0HistoryEntry(**common, memory_id=change.item_id, event="UPDATE",
+                                            old_memory=change.before, new_memory=change.text))
+        if change.op is not None:
+            texts[change.item_id] = change.text
+    return entries
+
+
+def entities_of(users: list[UserOut]) -> Mem0Entities:
+    return Mem0Entities(count=len(users), results=[
+        Mem0Entity(id=u.id, name=u.id, total_memories=u.items, created_at=u.created_at, updated_at=u.last_seen_at)
+        for u in users])

@@ -1,0 +1,69 @@
+"""Running the daemon: rebuild the index, process pending inputs, export and restore a user, and
+the Prometheus metrics. Admin only, except that an API key may export its own user."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.concurrency import run_in_threadpool
+
+from dcpm.auth import require_admin, require_user
+from dcpm.errors import Invalid
+from dcpm.server.caller import Caller
+from dcpm.service import MemoryService
+
+
+def operations_router(service: MemoryService, guarded: list[Any]) -> APIRouter:
+    router = APIRouter(dependencies=guarded)
+
+    @router.post("/v1/admin/reindex", tags=["operations"])
+    def reindex(caller: Caller) -> dict:
+        """Rebuild the vector index from the relational store."""
+        require_admin(caller)
+        return {"points": service.reindex()}
+
+    @router.post("/v1/admin/backfill", tags=["operations"])
+    def backfill(caller: Caller) -> dict:
+        """Process every pending input now (after an LLM was configured)."""
+        require_admin(caller)
+        return {"processed": service.backfill()}
+
+    @router.get("/v1/admin/users/{user_id}/export", tags=["admin"], response_class=Response,
+                responses={200: {"content": {"application/x-ndjson": {}}}})
+    def export_user(user_id: str, caller: Caller) -> Response:
+        """Everything of a user as JSONL (first line: the manifest), for `dcpm restore` elsewhere.
+        An API key may export its own user."""
+        require_user(caller, user_id)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "export.jsonl"
+            service.export_user(user_id, path)
+            return Response(path.read_bytes(), media_type="application/x-ndjson")
+
+    @router.post("/v1/admin/restore", tags=["admin"],
+                 openapi_extra={"requestBody": {"content": {"text/plain": {"schema": {"type": "string"}}},
+                                                "required": True}})
+    async def restore(request: Request, caller: Caller) -> dict:
+        """Load an export produced by `dcpm export` into this store."""
+        require_admin(caller)
+        body = await request.body()
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "restore.jsonl"
+            path.write_bytes(body)
+            try:
+                path.read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                raise Invalid("the export is not UTF-8 text") from None
+            return await run_in_threadpool(service.restore, path)
+
+    @router.get("/metrics", tags=["operations"], include_in_schema=False)
+    def metrics(caller: Caller) -> Response:
+        """Prometheus metrics; a scraper sends the admin token once access control is on."""
+        require_admin(caller)
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    return router
