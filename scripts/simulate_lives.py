@@ -3,7 +3,7 @@
 generate
     One LLM call per persona through the `openai` client (any OpenAI-compatible endpoint):
     personas come from scripts/lives/personas.py (`sample_personas(source, count, seed)`), the
-    prompt and the answer model from dcpm/adapter/life_prompt.py; an answer that is not valid
+    prompt and the answer model from dcpm/adapter/training/life_prompt.py; an answer that is not valid
     JSON of that model is asked for again (3 tries). Appends one persona per line to --out and
     skips personas already there, so an interrupted run resumes.
 

@@ -7,6 +7,7 @@ host's index, sparse retriever and fusion stay exactly as they are; only the que
 from __future__ import annotations
 
 import logging
+import threading
 import weakref
 from pathlib import Path
 from typing import Any, Sequence
@@ -16,6 +17,7 @@ import numpy as np
 from dcpm.adapter import SHIPPED_ADAPTER
 from dcpm.adapter.manifest import MANIFEST_FILE, check_backbone, mismatch, read_manifest
 from dcpm.config import Settings
+from dcpm.embedding.base import AdaptableEmbedder, Embedder
 from dcpm.errors import Invalid
 from dcpm.read.query import QueryVector
 
@@ -23,7 +25,7 @@ log = logging.getLogger("dcpm.adapter")
 DISABLED = ("", "none", "off", "false")
 
 
-def associative_vectors(embedder: Any, adapted_model: Any, texts: Sequence[str]) -> np.ndarray:
+def associative_vectors(embedder: AdaptableEmbedder, adapted_model: Any, texts: Sequence[str]) -> np.ndarray:
     """normalize(E(q) + E_θ(q)) for a batch, with the embedder's own query instruction."""
     frozen, adapted = embedder.dense_each([embedder.query_instruction + text for text in texts],
                                           [embedder.model, adapted_model])
@@ -34,6 +36,7 @@ def associative_vectors(embedder: Any, adapted_model: Any, texts: Sequence[str])
 # Loaded E_θ per frozen model: services built on one embedder (tests, several data dirs in one
 # process) share it instead of copying the weights again. Read-only once loaded.
 _LOADED: "weakref.WeakKeyDictionary[Any, dict[tuple[Path, float, bool], Any]]" = weakref.WeakKeyDictionary()
+_LOADING = threading.Lock()  # two services starting at once load the weights once
 
 
 def _adapted_model(model: Any, directory: Path, merge: bool) -> Any:
@@ -41,16 +44,17 @@ def _adapted_model(model: Any, directory: Path, merge: bool) -> Any:
 
     weights = directory / "adapter_model.safetensors"
     key = (directory, weights.stat().st_mtime if weights.exists() else 0.0, merge)
-    loaded = _LOADED.setdefault(model, {})
-    if key not in loaded:
-        loaded[key] = load_lora(model, directory, merge=merge)
-    return loaded[key]
+    with _LOADING:
+        loaded = _LOADED.setdefault(model, {})
+        if key not in loaded:
+            loaded[key] = load_lora(model, directory, merge=merge)
+        return loaded[key]
 
 
 class AssociativeQueryEncoder:
     """A `dcpm.read.query.QueryEncoder`: memories and the index stay E(m); the sparse half is untouched."""
 
-    def __init__(self, embedder: Any, directory: Path, merge: bool = True):
+    def __init__(self, embedder: AdaptableEmbedder, directory: Path, merge: bool = True):
         self.manifest = read_manifest(directory)
         check_backbone(self.manifest, embedder)
         self.embedder = embedder
@@ -79,7 +83,7 @@ def adapter_directory(setting: str) -> Path | None:
     return directory
 
 
-def load_query_encoder(settings: Settings, embedder: Any) -> AssociativeQueryEncoder | None:
+def load_query_encoder(settings: Settings, embedder: Embedder) -> AssociativeQueryEncoder | None:
     """The configured associative encoder, or None for the frozen one.
 
     An adapter named explicitly must fit the embedder (a clear error otherwise); the shipped
@@ -93,14 +97,14 @@ def load_query_encoder(settings: Settings, embedder: Any) -> AssociativeQueryEnc
         if not (directory / MANIFEST_FILE).is_file():
             log.warning("the shipped associative adapter is missing from %s; using the frozen encoder", directory)
             return None
-        if not hasattr(embedder, "model"):
+        if not isinstance(embedder, AdaptableEmbedder):
             log.info("no associative adapter: embedder %s exposes no network to adapt", embedder.name)
             return None
         problem = mismatch(read_manifest(directory), embedder)
         if problem:
             log.info("shipped associative adapter not used: %s", problem)
             return None
-    elif not hasattr(embedder, "model"):
+    elif not isinstance(embedder, AdaptableEmbedder):
         raise Invalid(f"embedder {embedder.name} cannot take a query adapter (no network to adapt)")
     encoder = AssociativeQueryEncoder(embedder, directory, merge=settings.adapter_merge)
     log.info("query encoder: %s (%s)", encoder.name, "merged" if encoder.merged else "unmerged")

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from dcpm.adapter.encoder import AssociativeQueryEncoder
+from dcpm.embedding.base import AdaptableEmbedder
 from dcpm.read.query import FrozenQueryEncoder
 
 DEFAULT_QUERIES = (
@@ -36,7 +37,7 @@ def interleaved_medians(encoders: dict[str, Callable[[str], Any]], queries: Sequ
     return {name: round(statistics.median(values), 3) for name, values in timings.items()}
 
 
-def query_encoding_latency(embedder: Any, adapter: Path, queries: Sequence[str] = DEFAULT_QUERIES,
+def query_encoding_latency(embedder: AdaptableEmbedder, adapter: Path, queries: Sequence[str] = DEFAULT_QUERIES,
                            runs: int = 200) -> dict[str, float]:
     """Median ms of `encode_query` (dense + sparse) for the frozen encoder, the unmerged and the
     merged adapter, and each adapter's ratio to the frozen cost. For scripts/bench_search.py."""

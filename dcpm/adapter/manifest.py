@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from dcpm.embedding.base import AdaptableEmbedder
 from dcpm.errors import Invalid
 
 MANIFEST_FILE = "dcpm_adapter.json"
@@ -50,10 +51,9 @@ class AdapterManifest(BaseModel):
     created_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
 
 
-def backbone_of(embedder: Any) -> Backbone:
+def backbone_of(embedder: AdaptableEmbedder) -> Backbone:
     return Backbone(name=embedder.name, fingerprint=embedder.fingerprint(),
-                    pooling=getattr(embedder, "pooling", "mean"),
-                    query_instruction=getattr(embedder, "query_instruction", ""))
+                    pooling=embedder.pooling, query_instruction=embedder.query_instruction)
 
 
 def read_manifest(directory: Path) -> AdapterManifest:
@@ -73,7 +73,7 @@ def write_manifest(directory: Path, manifest: AdapterManifest) -> Path:
     return path
 
 
-def mismatch(manifest: AdapterManifest, embedder: Any) -> str | None:
+def mismatch(manifest: AdapterManifest, embedder: AdaptableEmbedder) -> str | None:
     """Why the adapter cannot serve on this embedder, or None when it can."""
     have, need = backbone_of(embedder), manifest.backbone
     if have.fingerprint != need.fingerprint:
@@ -86,7 +86,7 @@ def mismatch(manifest: AdapterManifest, embedder: Any) -> str | None:
     return None
 
 
-def check_backbone(manifest: AdapterManifest, embedder: Any) -> None:
+def check_backbone(manifest: AdapterManifest, embedder: AdaptableEmbedder) -> None:
     problem = mismatch(manifest, embedder)
     if problem:
         raise Invalid(f"{problem}. Memories are encoded by the embedder, so an adapter only works on the "

@@ -1,5 +1,7 @@
-"""Operations on stored memories by id: hard delete (`delete`) and manual edits (`edit`).
+"""Operations an operator or the user asks for by id (ARCHITECTURE "Admin"): hard delete that
+cascades through chains, graph, vectors and logs (`delete`, with the pure chain `relink`),
+text edits kept as UPDATE revisions (`edit`), and export / restore of one user (`export`).
 
-Both run under the user's writer lease, so they never interleave with System 1 or with each
-other, and both keep supersedes chains consistent.
+Deletes and edits run under the user's writer lease, so they never interleave with System 1
+or with each other, and they keep supersedes chains consistent.
 """

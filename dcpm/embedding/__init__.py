@@ -1,4 +1,6 @@
-"""Embedders behind one interface: dense vectors for ANN, sparse vectors for lexical recall."""
+"""Embedders behind one interface (DCPM 2.4: dense vectors for ANN, sparse BM25 vectors for
+lexical recall): all-MiniLM-L6-v2 through FlagEmbedding by default (`flag_dense`), bge-m3 with
+its lexical weights (`bge_m3`), the tokenizer-based BM25 terms (`bm25`), and the device rule."""
 
 from __future__ import annotations
 

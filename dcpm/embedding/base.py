@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -36,3 +36,20 @@ class Embedder(Protocol):
     def fingerprint(self) -> str:
         """Identifies the exact weights, so an index or adapter built for others is refused."""
         ...
+
+
+@runtime_checkable
+class AdaptableEmbedder(Embedder, Protocol):
+    """An embedder whose query side a LoRA can adapt (Madeleine): it exposes its network, its
+    tokenizer and pooling, and encodes one batch through several networks in one tokenization."""
+
+    model: Any  # the torch module of E
+    tokenizer: Any
+    pooling: str
+    query_instruction: str
+
+    def dense(self, texts: list[str], model: Any = None) -> np.ndarray: ...
+
+    def dense_each(self, texts: Sequence[str], models: Sequence[Any]) -> list[np.ndarray]: ...
+
+    def dense_queries(self, texts: Sequence[str]) -> np.ndarray: ...

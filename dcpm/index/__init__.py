@@ -1,4 +1,8 @@
-"""Vector index backends behind one interface (derived data: `dcpm reindex` rebuilds it)."""
+"""The vector index (ARCHITECTURE "Storage"; DCPM 3.1 HNSW m/ef): the `VectorIndex` protocol
+(`base`), the embedded qdrant-edge shard (`edge`) and a Qdrant server through qdrant-client
+(`server`); `projection` turns rows into points (row first, then vector) and repairs what a
+crash left unindexed; `upkeep` builds HNSW when enough has changed. Derived data: `dcpm
+reindex` rebuilds it from the store."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""LLM access: the real `openai` client against any OpenAI-compatible endpoint, and prompts."""
+"""LLM access for System 1 and System 2 (DCPM 2.2 ii-iii, 2.3 phase 2-3): the real `openai`
+client against any OpenAI-compatible endpoint, with format fallback and retries (`client`),
+and the prompts, each a template with the Pydantic model of its answer (`prompts/`)."""
 
 from dcpm.llm.client import LLMClient, LLMFailure, ToolCall, Usage, reachability
 

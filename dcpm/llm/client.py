@@ -14,7 +14,7 @@ import logging
 import re
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypeVar
 
 import openai
@@ -66,7 +66,6 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
-    purposes: list[str] = field(default_factory=list)
 
     @property
     def tokens(self) -> int:
@@ -175,7 +174,6 @@ class LLMClient:
     def _create(self, system: str, user: str, usage: Usage, purpose: str, **kwargs):  # type: ignore[no-untyped-def]
         """The HTTP call itself, counted in `usage` and in metrics."""
         usage.calls += 1
-        usage.purposes.append(purpose)
         LLM_CALLS.labels(purpose=purpose).inc()
         started = time.perf_counter()
         try:
@@ -202,12 +200,15 @@ def parse_answer(content: str, answer: type[Answer]) -> Answer:
     if not text.startswith("{"):
         start, end = text.find("{"), text.rfind("}")
         if start < 0 or end <= start:
-            raise _BadAnswer(f"no JSON object in the answer: {content[:80]!r}")
+            raise _BadAnswer(f"no JSON object in the answer ({len(content)} characters)")
         text = text[start:end + 1]
     try:
         return answer.model_validate_json(text)
     except ValidationError as exc:
-        raise _BadAnswer(f"answer does not match {answer.__name__}: {exc.errors()[:2]}") from None
+        # Only where the answer went wrong, never its values: they are memory text, and this
+        # message reaches logs, the raw input's error and the event log.
+        where = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['type']}" for e in exc.errors()[:3])
+        raise _BadAnswer(f"answer does not match {answer.__name__} ({where})") from None
 
 
 def reachability(settings: Settings) -> dict:

@@ -1,1 +1,2 @@
-"""Test helpers shipped with the package: a scripted OpenAI-compatible server for tests and benchmarks."""
+"""Shipped with the package for tests and benchmarks: a scripted OpenAI-compatible server (real
+HTTP, scripted answers, able to be slow or fail on purpose) that the LLM client talks to."""

@@ -77,8 +77,10 @@ def read_file(path: Path, default_user: str | None, settings: Settings) -> list[
                     line = parse_line(raw, default_user)
                     check_turns([line.turn], settings)
                     lines.append(line)
-                except (ValueError, Invalid) as exc:
-                    errors.append(f"line {number}: {getattr(exc, 'message', exc)}")
+                except ValueError as exc:  # parse_line's, and check_turns' Invalid (an Invalid user id is both)
+                    errors.append(f"line {number}: {exc}")
+                except Invalid as exc:
+                    errors.append(f"line {number}: {exc.message}")
         except UnicodeDecodeError:
             raise Invalid(f"{path} is not UTF-8 text") from None
     if errors:

@@ -23,6 +23,7 @@ from dcpm.adapter.training.evaluation import cue_set, evaluate, query_vectors
 from dcpm.adapter.training.lives import Fact, Life, Row, facts_and_rows, rows_hash, split_personas
 from dcpm.adapter.training.objective import allowed_candidates, infonce_loss, summed_scores
 from dcpm.config import Settings
+from dcpm.embedding.base import AdaptableEmbedder
 from dcpm.errors import Invalid
 
 Progress = Callable[[int, int, float], None]  # (step, total steps, loss)
@@ -72,7 +73,7 @@ def train_mode(model: Any) -> None:
             module.train()
 
 
-def fit(embedder: Any, facts: Sequence[Fact], rows: Sequence[Row], plan: TrainingPlan,
+def fit(embedder: AdaptableEmbedder, facts: Sequence[Fact], rows: Sequence[Row], plan: TrainingPlan,
         progress: Progress | None = None) -> tuple[Any, int]:
     """E_θ trained on `rows`; returns the peft model (eval mode) and the number of steps taken."""
     import torch
@@ -116,7 +117,7 @@ def fit(embedder: Any, facts: Sequence[Fact], rows: Sequence[Row], plan: Trainin
     return model.eval(), step
 
 
-def validate(embedder: Any, model: Any, training: Sequence[Life], heldout: Sequence[Life]) -> dict:
+def validate(embedder: AdaptableEmbedder, model: Any, training: Sequence[Life], heldout: Sequence[Life]) -> dict:
     """Frozen E against E + adapter on the held-out personas (see dcpm.adapter.training.evaluation)."""
     from dcpm.adapter.encoder import associative_vectors
 
@@ -144,7 +145,7 @@ def save_lora(model: Any, backbone: str, output: Path) -> None:
         card.unlink(missing_ok=True)
 
 
-def train(embedder: Any, lives: Sequence[Life], plan: TrainingPlan, output: Path, *, name: str | None = None,
+def train(embedder: AdaptableEmbedder, lives: Sequence[Life], plan: TrainingPlan, output: Path, *, name: str | None = None,
           corpus_files: Sequence[Path] = (), progress: Progress | None = None) -> AdapterManifest:
     """Split, train, validate and write the adapter directory (peft files + manifest)."""
     training, heldout = split_personas(lives, plan.holdout, plan.seed)
