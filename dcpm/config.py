@@ -76,6 +76,7 @@ class Settings(BaseSettings):
     llm_max_retries: int = 3
     llm_retry_base_seconds: float = 0.5
     llm_response_format: str = "json_schema"  # json_schema | json_object | prompt: where to start
+    llm_context_tokens: int = 8_192  # the model's context: prompts are cut to fit (turns stay whole in the store)
 
     # System 1 writer (DCPM 2.2)
     writer_history_turns: int = 6  # recent turns of the session shown to extraction
@@ -83,6 +84,7 @@ class Settings(BaseSettings):
     writer_lease_seconds: float = 120.0
     recovery_interval_seconds: float = 5.0  # how often the daemon retries pending inputs
     recovery_max_backoff_seconds: float = 600.0
+    writer_max_attempts: int = 5  # then the input is marked failed and the user's later inputs go on
 
     # System 2 consolidation (DCPM 2.3, 3.1)
     dbscan_eps_initial: float = 0.35  # cosine distance, first pass over all fresh items
@@ -101,6 +103,8 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8420
     api_token: SecretStr = SecretStr("")  # the admin token (dcpm.auth); user-scoped API keys live in the store
+    allow_open_network: bool = False  # serve a non-loopback address with no credential at all (explicit only)
+    allowed_hosts: list[str] = []  # Host headers accepted besides loopback names and the bound address
 
     # MCP server, `dcpm mcp`
     mcp_user: str = ""  # the user every tool call acts for; empty: the client's request metadata names it

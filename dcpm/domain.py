@@ -57,11 +57,14 @@ class Op(StrEnum):
 
 
 class RawStatus(StrEnum):
-    """A raw turn: stored only (`raw`), waiting for extraction (`pending`), or extracted (`done`)."""
+    """A raw turn: stored only (`raw`), waiting for extraction (`pending`), extracted (`done`), or
+    given up on after `writer_max_attempts` (`failed`, with its reason; `dcpm backfill
+    --retry-failed` tries again). A failed turn is still stored and searchable."""
 
     RAW = "raw"
     PENDING = "pending"
     DONE = "done"
+    FAILED = "failed"
 
 
 class NodeStatus(StrEnum):

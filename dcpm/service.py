@@ -207,8 +207,8 @@ class MemoryService:
         return inspection.graph(self.db, user_id)
 
     # --- operations -------------------------------------------------------------------------
-    def backfill(self, progress: Progress | None = None) -> int:
-        return remember.backfill(self.writer, progress)
+    def backfill(self, progress: Progress | None = None, retry_failed: bool = False) -> int:
+        return remember.backfill(self.writer, progress, retry_failed)
 
     def reindex(self, progress: Progress | None = None) -> int:
         """Drop every vector and rebuild the index from the relational store."""

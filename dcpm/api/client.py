@@ -148,9 +148,10 @@ class Client:
     def delete_user(self, user_id: str) -> DeleteUserResponse:
         return DeleteUserResponse.model_validate(self._call("DELETE", f"/v1/users/{user_id}"))
 
-    def backfill(self, progress: Progress | None = None) -> int:
+    def backfill(self, progress: Progress | None = None, retry_failed: bool = False) -> int:
         """The daemon answers when it is done; `progress` hears of it once, at the end."""
-        processed = int(self._call("POST", "/v1/admin/backfill")["processed"])
+        params = {"retry_failed": "true"} if retry_failed else {}
+        processed = int(self._call("POST", "/v1/admin/backfill", params=params)["processed"])
         if progress:
             progress(1, 1)
         return processed

@@ -96,9 +96,10 @@ def import_file(path: Path,
               f"for {len(report['users'])} user(s) in {seconds:.1f}s")
 
 
-def backfill() -> None:
+def backfill(retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Also retry inputs marked failed "
+                                                                        "(after fixing their cause).")] = False) -> None:
     """Extract facts from every pending input (after an LLM was configured)."""
     with memory() as mem, progress() as bar:
         task = bar.add_task("processing pending inputs", total=None)
-        done = mem.backfill(lambda users, total: bar.update(task, completed=users, total=total))
+        done = mem.backfill(lambda users, total: bar.update(task, completed=users, total=total), retry_failed)
     out.print(f"processed {done} pending request(s)")

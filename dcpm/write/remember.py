@@ -5,12 +5,15 @@ extracts and reconciles them (steps ii-iv), now or in the background."""
 from __future__ import annotations
 
 import uuid
+
+from sqlalchemy import update
 from typing import Callable
 
 from dcpm.api.models import AddMemoryRequest, AddMemoryResponse, Operation
 from dcpm.domain import ItemKind, Op, RawStatus, Turn
 from dcpm.errors import Unavailable
 from dcpm.store.datadir import ensure_free_space
+from dcpm.store.models import RawInput
 from dcpm.write.raw import check_turns, persist_turns
 from dcpm.write.recovery import RecoveryLoop
 from dcpm.write.writer import Writer, WriteResult
@@ -49,11 +52,16 @@ def import_turns(writer: Writer, user_id: str, turns: list[Turn]) -> int:
     return len(_persist(writer, user_id, turns, RawStatus.RAW, skip_existing=True))
 
 
-def backfill(writer: Writer, progress: Callable[[int, int], None] | None = None) -> int:
+def backfill(writer: Writer, progress: Callable[[int, int], None] | None = None, retry_failed: bool = False) -> int:
     """Process everything pending now (e.g. after an LLM was configured), user by user; returns
-    the requests done. `progress` hears (users done, users)."""
+    the requests done. `retry_failed` first gives inputs marked failed a fresh set of attempts.
+    `progress` hears (users done, users)."""
     if writer.llm is None:
         raise Unavailable("no LLM configured: set DCPM_LLM_BASE_URL and DCPM_LLM_MODEL first")
+    if retry_failed:
+        with writer.db.session() as session:
+            session.execute(update(RawInput).where(RawInput.status == RawStatus.FAILED)
+                            .values(status=RawStatus.PENDING, attempts=0, next_attempt_at=None))
     users = writer.users_with_pending()
     done = 0
     for number, user_id in enumerate(users, 1):

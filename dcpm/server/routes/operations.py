@@ -28,10 +28,11 @@ def operations_router(service: MemoryService, guarded: list[Any]) -> APIRouter:
         return {"points": service.reindex()}
 
     @router.post("/v1/admin/backfill", tags=["operations"])
-    def backfill(caller: Caller) -> dict:
-        """Process every pending input now (after an LLM was configured)."""
+    def backfill(caller: Caller, retry_failed: bool = False) -> dict:
+        """Process every pending input now (after an LLM was configured); `retry_failed` first gives
+        inputs marked failed a fresh set of attempts."""
         require_admin(caller)
-        return {"processed": service.backfill()}
+        return {"processed": service.backfill(retry_failed=retry_failed)}
 
     @router.get("/v1/admin/users/{user_id}/export", tags=["admin"], response_class=Response,
                 responses={200: {"content": {"application/x-ndjson": {}}}})
