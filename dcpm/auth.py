@@ -6,9 +6,11 @@ what Mem0 clients send):
 - an API key (`dcpm keys create --user U`) acts for its one user: that user's memories and
   nothing else, no admin operation. An assistant back end holds a key per user it serves.
 
-With neither an admin token nor any key in the store the daemon is open, as suits one operator
-on one machine. A revoked key still counts as a key, so revoking the last one never opens a
-daemon that used to require credentials.
+With no admin token, and access control never switched on, the daemon is open, as suits one
+operator on one machine. The first API key switches access control on for good: a flag of its
+own in the store (`AccessControl`), not derived from the key rows, so neither revoking the last
+key nor deleting the last key holder's user (which deletes that user's keys) opens the daemon
+again. Only the operator turns it off, on the store itself (`dcpm keys reset-access`).
 """
 
 from __future__ import annotations
@@ -19,15 +21,15 @@ import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from dcpm.api.models import ApiKeyOut, NewApiKey
 from dcpm.config import Settings
 from dcpm.domain import check_user_id
-from dcpm.errors import Forbidden, Invalid, NotFound, StorageFull, Unauthorized
+from dcpm.errors import Conflict, Forbidden, Invalid, NotFound, StorageFull, Unauthorized
 from dcpm.store.db import Database
-from dcpm.store.models import ApiKey, utcnow
+from dcpm.store.models import AccessControl, ApiKey, utcnow
 
 log = logging.getLogger("dcpm.auth")
 
@@ -36,6 +38,7 @@ PREFIX_HEX_CHARS = 8
 SECRET_BYTES = 32
 SCHEMES = ("bearer", "token")
 LAST_USED_RESOLUTION = timedelta(minutes=1)  # a key's last use is written at most this often
+ACCESS_CONTROL_ROW = 1
 
 
 @dataclass(frozen=True)
@@ -75,9 +78,9 @@ def credential(header: str | None) -> str | None:
 
 def authenticate(header: str | None, settings: Settings, db: Database) -> Principal:
     """The principal an Authorization header proves; Unauthorized when access control is on
-    (an admin token is set or a key exists) and the header proves nothing."""
+    (see `access_control_on`) and the header proves nothing."""
     token = settings.api_token.get_secret_value()
-    if not token and not keys_exist(db):
+    if not access_control_on(settings, db):
         return ADMIN
     value = credential(header)
     if value is None:
@@ -114,9 +117,27 @@ def require_admin(principal: Principal) -> None:
         raise Forbidden("this needs the admin token; an API key acts for its one user only")
 
 
-def keys_exist(db: Database) -> bool:
+def access_control_on(settings: Settings, db: Database) -> bool:
+    """An admin token is set, or access control was switched on in the store (by the first API
+    key), or a valid key exists. A store that cannot answer fails closed (the error propagates)."""
+    if settings.api_token.get_secret_value():
+        return True
     with db.session() as session:
-        return session.scalar(select(ApiKey.id).limit(1)) is not None
+        if session.get(AccessControl, ACCESS_CONTROL_ROW) is not None:
+            return True
+        return session.scalar(select(ApiKey.id).where(ApiKey.revoked_at.is_(None)).limit(1)) is not None
+
+
+def reset_access(db: Database) -> None:
+    """Switch access control off again (with no admin token set, the daemon then answers every
+    caller as the admin): an operator's decision, taken on the store itself, never over HTTP.
+    Refused while a valid key exists, since its holder relies on the daemon being closed."""
+    with db.session() as session:
+        live = session.scalar(select(func.count()).select_from(ApiKey).where(ApiKey.revoked_at.is_(None)))
+        if live:
+            raise Conflict(f"{live} API key(s) are still valid: revoke them first (dcpm keys list, dcpm keys revoke)")
+        session.execute(delete(AccessControl))
+    log.warning("access control was switched off by the operator")
 
 
 def _note_use(db: Database, key: ApiKey) -> None:
@@ -143,14 +164,16 @@ class KeyStore:
         check_user_id(user_id)
         if label is not None and len(label) > 200:
             raise Invalid("label: at most 200 characters")
-        for _ in range(3):  # a prefix collision (one in 4 billion) just draws again
+        for _ in range(3):
             prefix, key = new_key()
             try:
                 with self.db.session() as session:
                     row = ApiKey(prefix=prefix, hash=key_hash(key), user_id=user_id, label=label,
                                  created_at=utcnow())
                     session.add(row)
-            except IntegrityError:
+                    if session.get(AccessControl, ACCESS_CONTROL_ROW) is None:  # in the key's transaction
+                        session.add(AccessControl(id=ACCESS_CONTROL_ROW, reason=f"first API key {prefix}"))
+            except IntegrityError:  # a prefix collision, or a first key made at the same moment: draw again
                 continue
             log.info("created API key %s for user %s", prefix, user_id)
             return NewApiKey(**key_out(row).model_dump(), key=key)

@@ -18,6 +18,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from dcpm.errors import Invalid
+
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
 
 
@@ -66,6 +68,8 @@ class Settings(BaseSettings):
     candidate_pool: int = 100  # candidates per retriever before fusion
     optimize_after_points: int = 5_000  # build HNSW after this many new points...
     optimize_idle_seconds: float = 30.0  # ...or after this long without writes
+    compact_after_delete_seconds: float = 30.0  # deleted points leave the vector shard once writes are quiet this long
+    compact_max_delay_seconds: float = 600.0  # ...and at the latest this long after the delete
 
     # LLM (System 1 writer, System 2 consolidation)
     llm_base_url: str = ""
@@ -77,6 +81,7 @@ class Settings(BaseSettings):
     llm_retry_base_seconds: float = 0.5
     llm_response_format: str = "json_schema"  # json_schema | json_object | prompt: where to start
     llm_context_tokens: int = 8_192  # the model's context: prompts are cut to fit (turns stay whole in the store)
+    llm_answer_tokens: int = 1_024  # room in that context kept for the answer
 
     # System 1 writer (DCPM 2.2)
     writer_history_turns: int = 6  # recent turns of the session shown to extraction
@@ -105,6 +110,8 @@ class Settings(BaseSettings):
     api_token: SecretStr = SecretStr("")  # the admin token (dcpm.auth); user-scoped API keys live in the store
     allow_open_network: bool = False  # serve a non-loopback address with no credential at all (explicit only)
     allowed_hosts: list[str] = []  # Host headers accepted besides loopback names and the bound address
+    health_cache_seconds: float = 30.0  # /healthz probes the store, index and LLM at most this often
+    max_waiting_adds: int = 16  # adds waiting for extraction at once; more are answered 202 and extracted later
 
     # MCP server, `dcpm mcp`
     mcp_user: str = ""  # the user every tool call acts for; empty: the client's request metadata names it
@@ -139,6 +146,14 @@ class Settings(BaseSettings):
     @property
     def sqlalchemy_url(self) -> str:
         return self.database_url or f"sqlite:///{self.data_dir / 'dcpm.db'}"
+
+    def check_shared_index(self) -> None:
+        """A database other processes share needs a vector index they share too: a daemon with its
+        own embedded shard would miss the others' writes in search and reconciliation, and its
+        deletes would leave their vectors behind (the embedded shard belongs to one process)."""
+        if not self.sqlalchemy_url.startswith("sqlite") and not self.qdrant_url:
+            raise Invalid("database_url names a shared database but the vector index is the embedded shard of "
+                          "this data directory: set DCPM_QDRANT_URL to the Qdrant server every daemon shares")
 
     @property
     def llm_configured(self) -> bool:

@@ -30,9 +30,9 @@ from dcpm.api.models import (
     UserOut,
 )
 from dcpm.config import Settings
-from dcpm.domain import ITEM_KINDS, ItemKind, RawStatus, as_utc, check_memory_id, check_user_id
+from dcpm.domain import ITEM_KINDS, ItemKind, NodeStatus, RawStatus, as_utc, check_memory_id, check_user_id
 from dcpm.embedding import Embedder
-from dcpm.errors import Invalid, NotFound
+from dcpm.errors import Conflict, Invalid, NotFound
 from dcpm.index import VectorIndex
 from dcpm.llm import reachability
 from dcpm.store import events
@@ -108,16 +108,26 @@ def chain_links(chain: list[Item], as_of: datetime | None) -> list[ChainLink]:
                       current=holding is not None and n.id == holding.id) for n in chain]
 
 
+def find_memory(session: Session, memory_id: str) -> RawInput | Item | None:
+    """The raw turn or the item with this id, the one lookup of get, owner_of, delete and edit;
+    an id in both tables (imports once chose ids) is refused, never answered two ways."""
+    raw, item = session.get(RawInput, memory_id), session.get(Item, memory_id)
+    if raw is not None and item is not None:
+        raise Conflict(f"{memory_id} names both a raw turn and an item; delete the user's session or the "
+                       "user to remove the raw turn")
+    return raw if raw is not None else item
+
+
 def get(db: Database, memory_id: str) -> ItemOut | RawOut:
     """One raw turn, or one item with its whole chain and its revisions."""
     check_memory_id(memory_id)
     with db.session() as session:
-        raw = session.get(RawInput, memory_id)
-        if raw is not None:
-            return raw_out(raw)
-        item = session.get(Item, memory_id)
-        if item is None:
+        found = find_memory(session, memory_id)
+        if isinstance(found, RawInput):
+            return raw_out(found)
+        if found is None:
             raise NotFound(f"no memory with id {memory_id}")
+        item = found
         chain = list(session.scalars(select(Item).where(Item.chain_id == item.chain_id)))
         revisions = list(session.scalars(select(ItemRevision).where(ItemRevision.item_id == item.id)
                                          .order_by(ItemRevision.revision)))
@@ -132,22 +142,10 @@ def owner_of(db: Database, memory_id: str) -> str:
     """The user a memory (item or raw turn) belongs to; Invalid for a non-id, NotFound if absent."""
     check_memory_id(memory_id)
     with db.session() as session:
-        user_id = (session.scalar(select(Item.user_id).where(Item.id == memory_id))
-                   or session.scalar(select(RawInput.user_id).where(RawInput.id == memory_id)))
-    if user_id is None:
-        raise NotFound(f"no memory with id {memory_id}")
-    return user_id
-
-
-def chain_head(db: Database, item_id: str) -> str:
-    """The current revision of the item's chain (the item itself when the chain has no head)."""
-    with db.session() as session:
-        item = session.get(Item, item_id)
-        if item is None:
-            raise NotFound(f"no item with id {item_id}")
-        head = session.scalar(select(Item.id).where(Item.chain_id == item.chain_id,
-                                                    Item.superseded_by_id.is_(None)).limit(1))
-    return head or item_id
+        found = find_memory(session, memory_id)
+        if found is None:
+            raise NotFound(f"no memory with id {memory_id}")
+        return found.user_id
 
 
 def users(db: Database, only: str | None = None) -> list[UserOut]:
@@ -192,7 +190,7 @@ def history(db: Database, item_id: str) -> HistoryResponse:
     if not isinstance(item, ItemOut):
         raise Invalid(f"{item_id} is a raw input; history is kept for items")
     with db.session() as session:
-        found = events.of_subjects(session, [link.id for link in item.chain or []] or [item.id])
+        found = events.of_subjects(session, [link.id for link in item.chain or []] or [item.id], item.user_id)
     return HistoryResponse(item_id=item.id, chain_id=item.chain_id, events=[history_event(e) for e in found])
 
 
@@ -213,15 +211,18 @@ def consent(db: Database, user_id: str, update: ConsentUpdate | None = None) -> 
 
 
 def graph(db: Database, user_id: str) -> GraphOut:
-    """The user's schema / intention / core-schema nodes with their evidence ids, and the edges."""
+    """The user's active schema / intention / core-schema nodes with their evidence ids and edges;
+    one awaiting re-induction after a delete (its text may repeat deleted memories) only by id."""
     with db.session() as session:
         require_user(session, user_id)
-        nodes = list(session.scalars(select(Node).where(Node.user_id == user_id).order_by(Node.created_at)))
+        nodes = list(session.scalars(select(Node).where(Node.user_id == user_id, Node.status == NodeStatus.ACTIVE)
+                                     .order_by(Node.created_at)))
         evidence: dict[str, list[str]] = {n.id: [] for n in nodes}
         for node_id, item_id in session.execute(select(Evidence.node_id, Evidence.item_id)
                                                 .where(Evidence.node_id.in_(list(evidence)))):
             evidence[node_id].append(item_id)
-        edges = list(session.scalars(select(Edge).where(Edge.user_id == user_id)))
+        edges = [e for e in session.scalars(select(Edge).where(Edge.user_id == user_id))
+                 if e.source_id in evidence and e.target_id in evidence]
     return GraphOut(user_id=user_id,
                     nodes=[GraphNodeOut(id=n.id, kind=n.kind, domain=n.domain, text=n.text, status=n.status,
                                         evidence=sorted(evidence[n.id])) for n in nodes],

@@ -32,7 +32,7 @@ from dcpm.index.upkeep import IndexMaintenance
 from dcpm.llm import LLMClient
 from dcpm.read import search as read_search
 from dcpm.read.query import FrozenQueryEncoder, QueryEncoder
-from dcpm.store.datadir import DataDirLock, ensure_free_space
+from dcpm.store.datadir import DataDirLock, ensure_free_space, make_data_dir
 from dcpm.store.db import Database
 from dcpm.write import remember
 from dcpm.write.recovery import RecoveryLoop
@@ -49,7 +49,8 @@ class MemoryService:
     def __init__(self, settings: Settings, *, embedder: Embedder | None = None, repair: bool = True,
                  lazy: bool = False):
         self.settings = settings
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        settings.check_shared_index()
+        make_data_dir(settings.data_dir)  # 0700: the store holds personal data
         self.db = Database(settings.sqlalchemy_url)
         self.keys = KeyStore(self.db)
         self.llm = LLMClient(settings) if settings.llm_configured else None
@@ -166,25 +167,23 @@ class MemoryService:
         admin_edit.revise_text(self.db, self.index, self.embedder, self.settings, memory_id, text)
         return self.get(memory_id)  # type: ignore[return-value]
 
-    def delete_memory(self, memory_id: str, with_predecessors: bool = False) -> api.DeleteResponse:
-        deletion = admin_delete.delete_memory(self.db, self.index, self.settings, memory_id,
-                                              with_predecessors=with_predecessors)
-        return api.DeleteResponse.model_validate(deletion, from_attributes=True)
+    def delete_memory(self, memory_id: str, with_predecessors: bool = False, compact: bool = False) -> api.DeleteResponse:
+        return _deleted(admin_delete.delete_memory(self.db, self.index, self.settings, memory_id,
+                                                   with_predecessors=with_predecessors, compact=compact))
 
-    def delete_chain(self, memory_id: str) -> api.DeleteResponse:
-        """Every revision of the item's belief: the chain's head with all its predecessors."""
-        return self.delete_memory(inspection.chain_head(self.db, memory_id), with_predecessors=True)
+    def delete_chain(self, memory_id: str, compact: bool = False) -> api.DeleteResponse:
+        """Every revision of the item's belief, resolved under the writer lease."""
+        return _deleted(admin_delete.delete_chain(self.db, self.index, self.settings, memory_id, compact=compact))
 
-    def delete_node(self, node_id: str) -> api.DeleteResponse:
-        return api.DeleteResponse.model_validate(admin_delete.delete_node(self.db, self.index, node_id),
-                                             from_attributes=True)
+    def delete_node(self, node_id: str, compact: bool = False) -> api.DeleteResponse:
+        return _deleted(admin_delete.delete_node(self.db, self.index, self.settings, node_id, compact=compact))
 
-    def delete_session(self, user_id: str, session_id: str) -> api.DeleteResponse:
-        deletion = admin_delete.delete_session(self.db, self.index, self.settings, user_id, session_id)
-        return api.DeleteResponse.model_validate(deletion, from_attributes=True)
+    def delete_session(self, user_id: str, session_id: str, compact: bool = False) -> api.DeleteResponse:
+        return _deleted(admin_delete.delete_session(self.db, self.index, self.settings, user_id, session_id,
+                                                    compact=compact))
 
-    def delete_user(self, user_id: str) -> api.DeleteUserResponse:
-        deletion = admin_delete.delete_user(self.db, self.index, self.settings, user_id)
+    def delete_user(self, user_id: str, compact: bool = False) -> api.DeleteUserResponse:
+        deletion = admin_delete.delete_user(self.db, self.index, self.settings, user_id, compact=compact)
         return api.DeleteUserResponse.model_validate(deletion, from_attributes=True)
 
     # --- System 2 (dcpm.consolidation) ------------------------------------------------------
@@ -263,6 +262,10 @@ class MemoryService:
         if "index" in opened:
             self.index.close()
         self.db.close()
+
+
+def _deleted(deletion: admin_delete.Deletion) -> api.DeleteResponse:
+    return api.DeleteResponse.model_validate(deletion, from_attributes=True)
 
 
 @contextmanager

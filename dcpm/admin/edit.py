@@ -14,10 +14,10 @@ from dcpm.domain import Turn
 from dcpm.embedding import Embedder
 from dcpm.errors import Conflict, Invalid, NotFound
 from dcpm.index import VectorIndex, projection
-from dcpm.inspection import owner_of
+from dcpm.inspection import find_memory, owner_of
 from dcpm.store.db import Database
 from dcpm.store.items import update_text
-from dcpm.store.models import Item, RawInput
+from dcpm.store.models import RawInput
 from dcpm.write.raw import check_turns
 
 
@@ -29,9 +29,9 @@ def revise_text(db: Database, index: VectorIndex, embedder: Embedder, settings: 
     user_id = owner_of(db, item_id)
     with writer_lease(db, settings, user_id):
         with db.session() as session:
-            if session.get(RawInput, item_id) is not None:
+            item = find_memory(session, item_id)
+            if isinstance(item, RawInput):
                 raise Invalid(f"{item_id} is a raw turn; raw turns are kept verbatim and cannot be edited")
-            item = session.get(Item, item_id)
             if item is None:  # deleted while we waited for the lease
                 raise NotFound(f"no memory with id {item_id}")
             if item.superseded_by_id is not None:

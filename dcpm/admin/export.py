@@ -1,9 +1,15 @@
 """Export and restore one user: every row of every kind, as JSONL behind a manifest.
 
 The file's first line is the manifest (format version, schema revision, counts, a checksum of
-the records); each further line is one row: `{"type": ..., "row": {...}}`. Ids are kept, so
-a restored user answers searches exactly as before; vectors are not exported but rebuilt from
-the rows on restore (they are derived data).
+the records); each further line is one row: `{"type": ..., "row": {...}}`. An export is read
+in one transaction, so it is one consistent snapshot even while the daemon writes. Memory,
+node and chain ids are kept, so a restored user answers searches exactly as before; the
+store's own counters (event, revision and edge numbers) are not, so a restore fits into a
+store in use. Vectors are not exported but rebuilt from the rows on restore (derived data).
+
+The checksum only detects damage: anyone can edit their export. So a restore loads nothing
+but the manifest user's own rows, refuses rows that point at another user's chain, request or
+rows, and reports any row it cannot load as Invalid.
 """
 
 from __future__ import annotations
@@ -14,11 +20,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator
 
+from sqlalchemy import Integer, select
 from sqlalchemy import inspect as sa_inspect
-from sqlalchemy import select
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
 
 from dcpm import __version__
-from dcpm.errors import Conflict, Invalid, NotFound
+from dcpm.domain import check_user_id
+from dcpm.errors import Conflict, DcpmError, Invalid, NotFound
 from dcpm.store.db import Database, current_revision
 from dcpm.store.models import (
     ClusterDone,
@@ -65,9 +74,11 @@ def _to_json(row) -> dict[str, Any]:  # type: ignore[no-untyped-def]
 
 
 def _from_json(model, data: dict[str, Any]):  # type: ignore[no-untyped-def]
+    """A row to insert; a counter primary key (events, revisions, edges) is left to this store."""
     values = {}
     for attr in sa_inspect(model).column_attrs:
-        if attr.key not in data:
+        column = attr.columns[0]
+        if attr.key not in data or (column.primary_key and isinstance(column.type, Integer)):
             continue
         value = data[attr.key]
         if value is not None and isinstance(attr.columns[0].type, UTCDateTime):
@@ -80,7 +91,7 @@ def export_user(db: Database, user_id: str, path: Path) -> dict[str, Any]:
     """Write the user's export to `path`; returns the manifest."""
     lines: list[str] = []
     counts: dict[str, int] = {}
-    with db.session() as session:
+    with db.snapshot() as session:
         if session.get(User, user_id) is None:
             raise NotFound(f"unknown user {user_id!r}")
         for name, model in TABLES:
@@ -116,26 +127,82 @@ def read_export(path: Path) -> tuple[dict[str, Any], Iterator[tuple[str, dict]]]
 def restore_user(db: Database, path: Path) -> dict[str, Any]:
     """Load an export into this store (in one transaction). The user must not exist here yet."""
     manifest, records = read_export(path)
-    models = dict(TABLES)
-    pointers: list[tuple[str, dict]] = []
-    with db.session() as session:
-        if session.get(User, manifest["user_id"]) is not None:
-            raise Conflict(f"user {manifest['user_id']!r} already exists in this store; delete it first")
-        previous = None
-        for name, data in records:
-            if name not in models:
-                raise Invalid(f"unknown record type {name!r} in {path}")
-            if name != previous:
-                session.flush()  # rows arrive table by table, parents first
-                previous = name
-            if name == "item":
-                pointers.append((data["id"], {k: data.get(k) for k in CHAIN_POINTERS}))
-                data = {**data, **{k: None for k in CHAIN_POINTERS}, "indexed_at": None}
-            elif name in ("raw_input", "node"):
-                data = {**data, "indexed_at": None}  # vectors are rebuilt here
-            session.add(_from_json(models[name], data))
-        session.flush()
-        for item_id, links in pointers:
-            item = session.get(Item, item_id)
-            item.supersedes_id, item.superseded_by_id = links["supersedes_id"], links["superseded_by_id"]
+    user_id = str(manifest.get("user_id"))
+    check_user_id(user_id)
+    try:
+        rows = [(str(name), dict(data)) for name, data in records]
+    except (ValueError, TypeError, KeyError):
+        raise Invalid(f"{path} has a record that is not a {{type, row}} object") from None
+    check_rows(user_id, rows)
+    try:
+        with db.session() as session:
+            if session.get(User, user_id) is not None:
+                raise Conflict(f"user {user_id!r} already exists in this store; delete it first")
+            _refuse_shared_keys(session, user_id, rows)
+            _load(session, rows)
+    except DcpmError:
+        raise
+    except (SQLAlchemyError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        reason = str(getattr(exc, "orig", None) or exc).splitlines()[0][:200]
+        raise Invalid(f"{path} could not be restored, nothing was loaded: {reason}") from None
     return manifest
+
+
+def check_rows(user_id: str, rows: list[tuple[str, dict]]) -> None:
+    """Every row is the user's own and points only at rows of the same export (pure)."""
+    models = dict(TABLES)
+    ids: dict[str, set] = {name: set() for name in models}
+    for name, row in rows:
+        if name not in models:
+            raise Invalid(f"unknown record type {name!r} in the export")
+        owner = row.get("id") if name == "user" else row.get("user_id", user_id)
+        if owner != user_id:
+            raise Invalid(f"the export for {user_id!r} holds a {name} row of {owner!r}; a restore loads one "
+                          "user's own rows only")
+        ids[name].add(row.get("id"))
+    wanted = {"item": {"supersedes_id": "item", "superseded_by_id": "item", "source_raw_id": "raw_input"},
+              "item_revision": {"item_id": "item"}, "evidence": {"node_id": "node", "item_id": "item"},
+              "edge": {"source_id": "node", "target_id": "node"}}
+    for name, row in rows:
+        for key, target in wanted.get(name, {}).items():
+            if row.get(key) is not None and row[key] not in ids[target]:
+                raise Invalid(f"a {name} row of the export points at {target} {row[key]}, which the export "
+                              "does not hold")
+
+
+def _refuse_shared_keys(session: Session, user_id: str, rows: list[tuple[str, dict]]) -> None:
+    """Chains and requests are joined by key without a user check (chain walks, deletes): the
+    restored user may not bring a chain_id or request_id this store already uses for another user
+    (the user's own tombstones from an earlier delete do not count)."""
+    chains = {row.get("chain_id") for name, row in rows if name == "item"}
+    requests = {row.get("request_id") for name, row in rows if name in ("raw_input", "event")} - {None}
+    if session.scalar(select(Item.id).where(Item.chain_id.in_(chains)).limit(1)) is not None:
+        raise Invalid("the export continues a chain of another user of this store; nothing was loaded")
+    used = (session.scalar(select(RawInput.id).where(RawInput.request_id.in_(requests)).limit(1))
+            or session.scalar(select(Event.id).where(Event.request_id.in_(requests), Event.user_id != user_id)
+                              .limit(1)))
+    if used is not None:
+        raise Invalid("the export reuses a request id of another user of this store; nothing was loaded")
+
+
+def _load(session: Session, rows: list[tuple[str, dict]]) -> None:
+    models = dict(TABLES)
+    raws = {row.get("id") for name, row in rows if name == "raw_input"}
+    pointers: list[tuple[str, dict]] = []
+    previous = None
+    for name, data in rows:
+        if name != previous:
+            session.flush()  # rows arrive table by table, parents first
+            previous = name
+        if name == "item":
+            pointers.append((data["id"], {k: data.get(k) for k in CHAIN_POINTERS}))
+            data = {**data, **{k: None for k in CHAIN_POINTERS}, "indexed_at": None}
+        elif name in ("raw_input", "node"):
+            data = {**data, "indexed_at": None}  # vectors are rebuilt here
+        elif name == "item_revision" and data.get("raw_id") not in raws:
+            data = {**data, "raw_id": None}  # the turn behind an edit was deleted before the export
+        session.add(_from_json(models[name], data))
+    session.flush()
+    for item_id, links in pointers:
+        item = session.get(Item, item_id)
+        item.supersedes_id, item.superseded_by_id = links["supersedes_id"], links["superseded_by_id"]

@@ -60,6 +60,18 @@ _MEMORY = TypeAdapter(ItemOut | RawOut)
 _USERS = TypeAdapter(list[UserOut])
 
 
+def _id(segment: str) -> str:
+    """An id as one path segment: whatever it holds (a caller's or a model's text), it cannot
+    reach another route or add query parameters (servers decode %2F back into a slash)."""
+    if "/" in segment:
+        raise Invalid(f"{segment!r} is not an id: it contains '/'")
+    return quote(segment, safe="")
+
+
+def _flags(**flags: bool) -> dict[str, str]:
+    return {name: "true" for name, on in flags.items() if on}
+
+
 class Client:
     def __init__(self, url: str = "http://127.0.0.1:8420", token: str | None = None, timeout: float = 120.0):
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -101,10 +113,10 @@ class Client:
                 params[key] = value
         if since:
             params["since"] = since.isoformat()
-        return ListResponse.model_validate(self._call("GET", f"/v1/users/{user_id}/items", params=params))
+        return ListResponse.model_validate(self._call("GET", f"/v1/users/{_id(user_id)}/items", params=params))
 
     def get(self, memory_id: str) -> ItemOut | RawOut:
-        return _MEMORY.validate_python(self._call("GET", f"/v1/items/{memory_id}"))
+        return _MEMORY.validate_python(self._call("GET", f"/v1/items/{_id(memory_id)}"))
 
     def users(self, only: str | None = None) -> list[UserOut]:
         """Users the caller may see (an API key: its own user); `only` narrows to one of them."""
@@ -119,34 +131,38 @@ class Client:
         return ImportBatchResult.model_validate(result).imported
 
     def history(self, memory_id: str) -> HistoryResponse:
-        return HistoryResponse.model_validate(self._call("GET", f"/v1/items/{memory_id}/history"))
+        return HistoryResponse.model_validate(self._call("GET", f"/v1/items/{_id(memory_id)}/history"))
 
-    def delete_memory(self, memory_id: str, with_predecessors: bool = False) -> DeleteResponse:
-        params = {"with_predecessors": "true"} if with_predecessors else {}
-        return DeleteResponse.model_validate(self._call("DELETE", f"/v1/items/{memory_id}", params=params))
+    def delete_memory(self, memory_id: str, with_predecessors: bool = False, compact: bool = False) -> DeleteResponse:
+        params = _flags(with_predecessors=with_predecessors, compact=compact)
+        return DeleteResponse.model_validate(self._call("DELETE", f"/v1/items/{_id(memory_id)}", params=params))
 
     def update_memory(self, memory_id: str, text: str) -> ItemOut:
         body = UpdateMemoryRequest(text=text).model_dump(mode="json")
-        return ItemOut.model_validate(self._call("PATCH", f"/v1/items/{memory_id}", json=body))
+        return ItemOut.model_validate(self._call("PATCH", f"/v1/items/{_id(memory_id)}", json=body))
 
-    def delete_chain(self, memory_id: str) -> DeleteResponse:
-        return DeleteResponse.model_validate(self._call("DELETE", f"/v1/items/{memory_id}", params={"chain": "true"}))
+    def delete_chain(self, memory_id: str, compact: bool = False) -> DeleteResponse:
+        params = _flags(chain=True, compact=compact)
+        return DeleteResponse.model_validate(self._call("DELETE", f"/v1/items/{_id(memory_id)}", params=params))
 
     def node(self, node_id: str) -> NodeOut:
-        return NodeOut.model_validate(self._call("GET", f"/v1/nodes/{node_id}"))
+        return NodeOut.model_validate(self._call("GET", f"/v1/nodes/{_id(node_id)}"))
 
-    def delete_node(self, node_id: str) -> DeleteResponse:
-        return DeleteResponse.model_validate(self._call("DELETE", f"/v1/nodes/{node_id}"))
+    def delete_node(self, node_id: str, compact: bool = False) -> DeleteResponse:
+        return DeleteResponse.model_validate(self._call("DELETE", f"/v1/nodes/{_id(node_id)}",
+                                                        params=_flags(compact=compact)))
 
-    def delete_session(self, user_id: str, session_id: str) -> DeleteResponse:
-        return DeleteResponse.model_validate(self._call("DELETE", f"/v1/users/{user_id}/sessions/{session_id}"))
+    def delete_session(self, user_id: str, session_id: str, compact: bool = False) -> DeleteResponse:
+        path = f"/v1/users/{_id(user_id)}/sessions/{_id(session_id)}"
+        return DeleteResponse.model_validate(self._call("DELETE", path, params=_flags(compact=compact)))
 
     def events(self, user_id: str, limit: int = 200) -> list[HistoryEvent]:
         return TypeAdapter(list[HistoryEvent]).validate_python(
-            self._call("GET", f"/v1/users/{user_id}/events", params={"limit": limit}))
+            self._call("GET", f"/v1/users/{_id(user_id)}/events", params={"limit": limit}))
 
-    def delete_user(self, user_id: str) -> DeleteUserResponse:
-        return DeleteUserResponse.model_validate(self._call("DELETE", f"/v1/users/{user_id}"))
+    def delete_user(self, user_id: str, compact: bool = False) -> DeleteUserResponse:
+        return DeleteUserResponse.model_validate(self._call("DELETE", f"/v1/users/{_id(user_id)}",
+                                                            params=_flags(compact=compact)))
 
     def backfill(self, progress: Progress | None = None, retry_failed: bool = False) -> int:
         """The daemon answers when it is done; `progress` hears of it once, at the end."""
@@ -160,7 +176,7 @@ class Client:
         return JobOut.model_validate(self._call("POST", "/v1/admin/consolidate", json=request.model_dump(mode="json")))
 
     def consolidation_job(self, job_id: str) -> JobOut:
-        return JobOut.model_validate(self._call("GET", f"/v1/admin/consolidate/{job_id}"))
+        return JobOut.model_validate(self._call("GET", f"/v1/admin/consolidate/{_id(job_id)}"))
 
     def runs(self, user_id: str | None = None, limit: int = 50) -> list[RunOut]:
         params: dict[str, Any] = {"limit": limit, **({"user_id": user_id} if user_id else {})}
@@ -168,15 +184,15 @@ class Client:
 
     def consent(self, user_id: str, update: ConsentUpdate | None = None) -> ConsentOut:
         if update is None:
-            return ConsentOut.model_validate(self._call("GET", f"/v1/users/{user_id}/consent"))
-        return ConsentOut.model_validate(self._call("PUT", f"/v1/users/{user_id}/consent",
+            return ConsentOut.model_validate(self._call("GET", f"/v1/users/{_id(user_id)}/consent"))
+        return ConsentOut.model_validate(self._call("PUT", f"/v1/users/{_id(user_id)}/consent",
                                                     json=update.model_dump(exclude_none=True)))
 
     def graph(self, user_id: str) -> GraphOut:
-        return GraphOut.model_validate(self._call("GET", f"/v1/users/{user_id}/graph"))
+        return GraphOut.model_validate(self._call("GET", f"/v1/users/{_id(user_id)}/graph"))
 
     def export_user(self, user_id: str, path: Path) -> dict:
-        response = self._send("GET", f"/v1/admin/users/{user_id}/export")
+        response = self._send("GET", f"/v1/admin/users/{_id(user_id)}/export")
         path.write_bytes(response.content)
         return json.loads(response.content.split(b"\n", 1)[0])["manifest"]
 

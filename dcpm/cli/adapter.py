@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from dcpm.cli.output import err, out, settings
+from dcpm.cli.output import err, heading, out, settings
 
 adapter_app = typer.Typer(help="Associative query adapter (Madeleine): train, inspect.", no_args_is_help=True)
 
@@ -88,7 +88,7 @@ def info(path: Annotated[str, typer.Argument(help="Adapter directory, or 'defaul
     if as_json:
         out.print_json(manifest.model_dump_json())
         return
-    out.print(f"[bold]{manifest.name}[/bold] ({directory})")
+    out.print(heading(manifest.name, f"({directory})"))
     out.print(f"  backbone: {manifest.backbone.name} ({manifest.backbone.fingerprint}, {manifest.backbone.pooling})")
     training = manifest.training
     out.print(f"  trained on {training.rows} rows, {training.facts} facts, {training.personas} personas "

@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from dcpm.cli.output import JsonFlag, dump, memory, out, progress, request, when
+from dcpm.cli.output import JsonFlag, dump, heading, memory, out, progress, request, when
 from dcpm.errors import Invalid
 
 OnOff = Annotated[Optional[str], typer.Option(help="on or off")]
@@ -99,15 +99,15 @@ def graph(user: str, format: Annotated[str, typer.Option(help="text, dot or json
         lines += [f'  "{n.id}" [label={json.dumps(f"{n.kind}: {n.text}")}, shape={_SHAPES.get(n.kind, "box")}];'
                   for n in result.nodes]
         lines += [f'  "{e.source}" -> "{e.target}" [label="{e.type}"];' for e in result.edges]
-        out.print("\n".join(lines + ["}"]), markup=False, highlight=False)
+        out.print("\n".join(lines + ["}"]), highlight=False)
         return
     if format != "text":
         raise Invalid("--format takes text, dot or json")
     if not result.nodes:
         out.print(f"{user} has no schemas yet (run `dcpm consolidate --user {user}`)")
     for node in result.nodes:
-        out.print(f"[bold]{node.kind}[/bold] ({node.domain}) {node.text}  [dim]{node.id}, "
-                  f"{len(node.evidence)} evidence[/dim]")
+        line = heading(node.kind, f"({node.domain}) {node.text}  ")
+        out.print(line.append(f"{node.id}, {len(node.evidence)} evidence", "dim"))
     for edge in result.edges:
         out.print(f"  {edge.source} -{edge.type}-> {edge.target}")
 

@@ -17,6 +17,9 @@ def delete(memory_id: Annotated[Optional[str], typer.Argument(help="An item or r
            user: Annotated[Optional[str], typer.Option(help="With --session: its user; alone: the whole user.")] = None,
            session: Annotated[Optional[str], typer.Option(help="A session id (needs --user).")] = None,
            yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+           purge: Annotated[bool, typer.Option("--purge", help="Return only once the vector shard holds no byte of "
+                                                             "what was deleted (the daemon otherwise compacts it "
+                                                             "within minutes).")] = False,
            as_json: JsonFlag = False) -> None:
     """Hard delete, gone everywhere: rows, revisions, vectors, evidence, event text."""
     targets = sum(x is not None for x in (memory_id, node, user))
@@ -28,13 +31,14 @@ def delete(memory_id: Annotated[Optional[str], typer.Argument(help="An item or r
         raise typer.Exit(1)
     with memory() as mem:
         if memory_id:
-            result = mem.delete_chain(memory_id) if chain else mem.delete_memory(memory_id)
+            result = (mem.delete_chain(memory_id, compact=purge) if chain
+                      else mem.delete_memory(memory_id, compact=purge))
         elif node:
-            result = mem.delete_node(node)
+            result = mem.delete_node(node, compact=purge)
         elif session:
-            result = mem.delete_session(user, session)
+            result = mem.delete_session(user, session, compact=purge)
         else:
-            result = mem.delete_user(user)
+            result = mem.delete_user(user, compact=purge)
     if as_json:
         return dump(result)
     for key, value in result.model_dump().items():

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from dcpm.cli.output import JsonFlag, dump, memory, out, when
+from dcpm.cli.output import JsonFlag, dump, heading, memory, out, when
 
 
 def items(user: str, kind: Annotated[Optional[str], typer.Option(help="raw, fact, identity or summary.")] = None,
@@ -62,7 +62,7 @@ def show(memory_id: str, as_json: JsonFlag = False) -> None:
     if as_json:
         return dump(entry)
     if isinstance(entry, NodeOut):
-        out.print(f"[bold]{entry.kind}[/bold] {entry.id} ({entry.domain}, user {entry.user_id}, {entry.status})")
+        out.print(heading(entry.kind, f"{entry.id} ({entry.domain}, user {entry.user_id}, {entry.status})"))
         out.print(entry.text)
         if entry.behavior:
             out.print(f"  behaviour: {entry.behavior}")
@@ -71,11 +71,13 @@ def show(memory_id: str, as_json: JsonFlag = False) -> None:
         for edge in entry.edges:
             out.print(f"  {edge.source} -{edge.type}-> {edge.target}")
         return
-    out.print(f"[bold]{entry.kind}[/bold] {entry.id} (user {entry.user_id})")
+    out.print(heading(entry.kind, f"{entry.id} (user {entry.user_id})"))
     out.print(entry.text)
     if entry.kind == "raw":
         out.print(f"said {when(entry.timestamp)} by {entry.speaker or entry.role}, session {entry.session_id or '-'}, "
                   f"status {entry.status}")
+        if entry.error:  # why extraction failed (status failed: given up on; pending: to be retried)
+            out.print(f"  error: {entry.error}")
         return
     for link in entry.chain or []:
         out.print(f"  {'*' if link.current else '-'} r{link.revision} {when(link.valid_from)}  {link.text}")
@@ -106,7 +108,7 @@ def events(user: str, limit: int = 50, as_json: JsonFlag = False) -> None:
     if as_json:
         return dump(result)
     for event in result:
-        out.print(f"{when(event.at)}  {event.action:<18} {event.item_id}  {event.detail}", markup=False)
+        out.print(f"{when(event.at)}  {event.action:<18} {event.item_id}  {event.detail}")
 
 
 def health(as_json: JsonFlag = False) -> None:

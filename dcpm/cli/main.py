@@ -6,6 +6,7 @@ the data directory, otherwise they open the store directly; either way the outpu
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -69,11 +70,16 @@ app.add_typer(adapter_app, name="adapter")
 app.add_typer(keys_app, name="keys")
 
 
+PRIVATE_UMASK = 0o077  # what dcpm creates (data directory, store, shard, daemon.json, exports) is its owner's
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run `dcpm` on `argv` (default: the process's arguments); a DcpmError becomes its message on
-    stderr and its exit code."""
+    stderr and its exit code. Files and directories are created private to their owner: they hold
+    personal data, and home directories are often readable by every local user."""
+    os.umask(PRIVATE_UMASK)
     try:
         app(args=argv)
     except DcpmError as exc:
-        err.print(f"error: {exc.message}", markup=False, highlight=False)
+        err.print(f"error: {exc.message}", highlight=False)
         sys.exit(exc.exit_code)

@@ -8,14 +8,16 @@ from typing import Annotated, Optional
 
 import typer
 
-from dcpm.cli.output import memory, out, progress
+from dcpm.cli.output import memory, out, private_file, progress
 
 
 def export_user(user: str, output: Annotated[Optional[Path], typer.Option("--output", "-o")] = None) -> None:
-    """Write everything of USER (raw, items, chains, revisions, graph, events, consent) as JSONL."""
+    """Write everything of USER (raw, items, chains, revisions, graph, events, consent) as JSONL,
+    readable by its owner only (mode 0600)."""
     path = output or Path(f"{user}.dcpm.jsonl")
     with memory() as mem:
         manifest = mem.export_user(user, path)
+    private_file(path)  # new files are already (umask 077, dcpm.cli.main); this covers one written over
     counts = ", ".join(f"{n} {k}" for k, n in manifest["counts"].items() if n)
     out.print(f"exported {user} to {path}: {counts}")
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ContextManager, Iterator
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.text import Text
 
 from dcpm.errors import Invalid, invalid_from
 
@@ -22,8 +23,11 @@ if TYPE_CHECKING:
     from dcpm.api.protocol import Memory
     from dcpm.config import Settings
 
-out = Console()
-err = Console(stderr=True)
+# Memory text is the user's, and may hold anything: `[/bold]` would crash Rich's markup parser and
+# `[link=...]` would print a live link. So nothing printed is read as markup or emoji codes; styles
+# are given as `Text` (see `heading`).
+out = Console(markup=False, emoji=False)
+err = Console(stderr=True, markup=False, emoji=False)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
@@ -102,6 +106,17 @@ def when(moment: datetime | None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M") if moment else "-"
 
 
+def heading(kind: str, rest: str) -> Text:
+    """`kind` in bold, then `rest` as it is."""
+    return Text.assemble((kind, "bold"), " ", rest)
+
+
+def private_file(path: Path) -> None:
+    """Only the owner may read what dcpm wrote there (an export holds a user's whole memory)."""
+    path.chmod(0o600)
+
+
 def progress() -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+    return Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                    TimeRemainingColumn(),
                     console=err, transient=False)

@@ -11,28 +11,41 @@ import typer
 
 from dcpm.cli.output import settings
 
+OpenNetwork = Annotated[bool, typer.Option("--allow-open-network", help="Serve an address other machines reach even "
+                                                                      "with no credential (DCPM_ALLOW_OPEN_NETWORK).")]
+
 
 def serve(host: Annotated[Optional[str], typer.Option(help="Bind address (DCPM_HOST).")] = None,
           port: Annotated[Optional[int], typer.Option(help="Port (DCPM_PORT).")] = None,
-          log_level: str = "info") -> None:
-    """Run the daemon: HTTP API, writer and index upkeep. OpenAPI page at /docs."""
+          allow_open_network: OpenNetwork = False, log_level: str = "info") -> None:
+    """Run the daemon: HTTP API, writer and index upkeep. OpenAPI page at /docs.
+
+    An address other than loopback (e.g. --host 0.0.0.0) is refused while no admin token is set and access control
+    is off, since every caller would be the admin: set DCPM_API_TOKEN, or pass --allow-open-network.
+    Requests must name the daemon in their Host header (loopback names, the bound address,
+    DCPM_ALLOWED_HOSTS), and browsers may call it from its own pages only."""
     from dcpm.server.daemon import run_daemon
 
-    run_daemon(settings(), host, port, log_level)
+    run_daemon(settings(**({"allow_open_network": True} if allow_open_network else {})), host, port, log_level)
 
 
 def mcp(user: Annotated[Optional[str], typer.Option(help="The user every tool call acts for (DCPM_MCP_USER); "
-                                                         "unset: the client names it in request metadata.")] = None,
+                                                         "unset: the client names it in request metadata (stdio only).")] = None,
         transport: Annotated[str, typer.Option(help="stdio (for Claude Desktop, Cursor) or http (streamable "
                                                     "HTTP at /mcp).")] = "stdio",
-        host: Annotated[str, typer.Option(help="Bind address with --transport http.")] = "127.0.0.1",
+        host: Annotated[str, typer.Option(help="Bind address with --transport http (loopback unless "
+                                               "--allow-open-network).")] = "127.0.0.1",
         port: Annotated[int, typer.Option(help="Port with --transport http.")] = 8421,
         allow_delete: Annotated[Optional[bool], typer.Option("--allow-delete/--no-allow-delete",
                                                              help="Offer the model delete_memory "
                                                                   "(DCPM_MCP_ALLOW_DELETE).")] = None,
-        log_level: str = "warning") -> None:
+        allow_open_network: OpenNetwork = False, log_level: str = "warning") -> None:
     """Serve the memory over the Model Context Protocol. Uses the daemon when one serves the data
-    directory, else opens the store itself. On stdio nothing but MCP goes to stdout."""
+    directory, else opens the store itself. On stdio nothing but MCP goes to stdout.
+
+    The HTTP transport checks no credential and acts with this command's own (the admin token), so it
+    needs --user (it never takes the user from request metadata, which any caller could set) and
+    a loopback address; anyone who reaches its port acts as that user."""
     import logging
     import sys
 
@@ -40,4 +53,5 @@ def mcp(user: Annotated[Optional[str], typer.Option(help="The user every tool ca
 
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    serve_mcp(settings(), user=user, transport=transport, host=host, port=port, allow_delete=allow_delete)
+    serve_mcp(settings(), user=user, transport=transport, host=host, port=port, allow_delete=allow_delete,
+              allow_open_network=allow_open_network)

@@ -1,5 +1,10 @@
 """Phase 2 (DCPM 2.3): the induction agent, once per cluster, with four tools whose calls are
-validated and applied in emission order, so the graph grows night by night."""
+validated and applied in emission order, so the graph grows night by night.
+
+The LLM call runs outside any lock; its calls are applied under the user's writer lease, which
+hard deletes hold too, so a delete never interleaves with an apply. A fact deleted while the
+agent was thinking is left out of the evidence, and a node that would have no evidence at all
+is refused: a node's text must rest on stored memories."""
 
 from __future__ import annotations
 
@@ -9,9 +14,11 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 from sqlalchemy import select
 
+from dcpm.admin.delete import writer_lease
+from dcpm.config import Settings
 from dcpm.consolidation.graph import add_edge, add_evidence, create_node
 from dcpm.consolidation.triage import Cluster
-from dcpm.domain import NodeKind
+from dcpm.domain import NodeKind, NodeStatus
 from dcpm.embedding import Embedder
 from dcpm.index import VectorIndex, projection
 from dcpm.llm import LLMClient, ToolCall, Usage
@@ -47,43 +54,52 @@ class _Resolver:
         if handle in self.refs:
             return self.refs[handle]
         node = self.session.get(Node, self.nodes.get(handle, handle))
-        if node is None or node.user_id != self.user_id:
+        if node is None or node.user_id != self.user_id or node.status != NodeStatus.ACTIVE:
             raise ValueError(f"unknown node {handle!r}")
         return node
 
     def items(self, handles: list[str]) -> list[str]:
+        """The stored facts behind the handles; a fact of the cluster deleted since triage is
+        left out, any other unknown handle is refused. Raises unless at least one is left."""
         ids = []
         for handle in handles:
             handle = handle.strip().strip("[]")
             item_id = self.facts.get(handle, handle)
             item = self.session.get(Item, item_id)
+            if item is None and handle in self.facts:
+                continue  # deleted while the agent was thinking
             if item is None or item.user_id != self.user_id:
                 raise ValueError(f"unknown fact {handle!r}")
             ids.append(item_id)
+        if not ids:
+            raise ValueError("no stored evidence: a node must rest on at least one stored fact")
         return ids
 
 
 def context_nodes(db: Database, cluster: Cluster) -> list[Node]:
     ids = list(dict.fromkeys(cluster.touching_nodes + cluster.nearest_nodes))
     with db.session() as session:
-        found = {n.id: n for n in session.scalars(select(Node).where(Node.id.in_(ids)))}
+        found = {n.id: n for n in session.scalars(select(Node).where(Node.id.in_(ids),
+                                                                     Node.status == NodeStatus.ACTIVE))}
     return [found[i] for i in ids if i in found]
 
 
-def induce_cluster(db: Database, index: VectorIndex, embedder: Embedder, llm: LLMClient, user_id: str,
-                   cluster: Cluster, run_id: str, usage: Usage, max_facts: int) -> Induced:
+def induce_cluster(db: Database, index: VectorIndex, embedder: Embedder, llm: LLMClient, settings: Settings,
+                   user_id: str, cluster: Cluster, run_id: str, usage: Usage) -> Induced:
     nodes = context_nodes(db, cluster)
     facts = [(f"f{n + 1}", text, topic) for n, (text, topic) in enumerate(zip(cluster.texts, cluster.topics))]
-    prompt = induce.render(facts[:max_facts], [(f"n{n + 1}", node.kind, node.text, node.domain)
-                                               for n, node in enumerate(nodes)])
+    prompt = induce.render(facts[:settings.consolidation_max_facts_per_call],
+                           [(f"n{n + 1}", node.kind, node.text, node.domain) for n, node in enumerate(nodes)])
     calls = llm.tool_calls(induce.SYSTEM, prompt, induce.TOOLS, usage, "induce")
-    return apply_calls(db, index, embedder, user_id, cluster, [n.id for n in nodes], calls, run_id)
+    with writer_lease(db, settings, user_id):
+        return apply_calls(db, index, embedder, user_id, cluster, [n.id for n in nodes], calls, run_id)
 
 
 def apply_calls(db: Database, index: VectorIndex, embedder: Embedder, user_id: str, cluster: Cluster,
                 node_ids: list[str], calls: list[ToolCall], run_id: str) -> Induced:
     """Validate and apply in emission order, in one transaction together with marking the
-    cluster done, so a crash never leaves half a cluster applied."""
+    cluster done, so a crash never leaves half a cluster applied. The caller holds the user's
+    writer lease, so the new nodes' vectors are written before a delete can remove them."""
     result = Induced()
     created: list[Node] = []
     with db.session() as session:
@@ -112,7 +128,7 @@ def _apply(session, resolve: _Resolver, consent, call: ToolCall, run_id: str, re
         kind = KIND_OF_TOOL[call.name]
         if not getattr(consent, LAYER_OF_KIND[kind]):
             raise ValueError(f"the {kind} layer is switched off for this user")
-        evidence = resolve.items(args.evidence)
+        evidence = resolve.items(args.evidence)  # refuses a node without stored evidence
         node = create_node(session, resolve.user_id, kind, args.text.strip(), args.domain, run_id)
         result.evidence_added += add_evidence(session, node, evidence, run_id)
         resolve.refs[args.ref] = node

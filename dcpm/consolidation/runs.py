@@ -1,5 +1,7 @@
-"""One consolidation run of one user: the three phases under a per-user lease, recorded so a
-run can be inspected, resumed after a crash, and repeated without duplicating anything."""
+"""One consolidation run of one user: re-induction of what deletes left stale, then the three
+phases, under a per-user lease, recorded so a run can be inspected, resumed after a crash, and
+repeated without duplicating anything. A run that fails is recorded as failed and the next user
+is consolidated all the same."""
 
 from __future__ import annotations
 
@@ -10,15 +12,14 @@ from typing import Callable, Iterable
 
 from sqlalchemy import select
 
-from dcpm.config import Settings
+from dcpm.consolidation.backends import Backends
 from dcpm.consolidation.induction import induce_cluster
+from dcpm.consolidation.reinduction import reinduce
 from dcpm.consolidation.sweep import sweep
 from dcpm.consolidation.triage import triage
 from dcpm.domain import StrEnum
-from dcpm.embedding import Embedder
 from dcpm.errors import Conflict, Unavailable
-from dcpm.index import VectorIndex
-from dcpm.llm import LLMClient, LLMFailure, Usage
+from dcpm.llm import LLMFailure, Usage
 from dcpm.store import leases
 from dcpm.store.consent import consent_of
 from dcpm.store.db import Database
@@ -37,18 +38,6 @@ class RunStatus(StrEnum):
     FAILED = "failed"
     INTERRUPTED = "interrupted"
     SKIPPED = "skipped"
-
-
-@dataclass
-class Backends:
-    """What a run needs: the store, the index, the embedder and the LLM client of this process.
-    The daemon, the CLI and workers on other machines build it the same way."""
-
-    db: Database
-    index: VectorIndex
-    embedder: Embedder
-    llm: LLMClient | None
-    settings: Settings
 
 
 @dataclass
@@ -94,6 +83,10 @@ def consolidate_user(backends: Backends, user_id: str, *, dry_run: bool = False,
             report.status = RunStatus.FAILED
             report.errors.append(exc.message)
             log.warning("consolidation of %s stopped: %s (a later run resumes)", user_id, exc.message)
+        except Exception as exc:  # recorded for this user; the run goes on with the next one
+            report.status = RunStatus.FAILED
+            report.errors.append(f"{type(exc).__name__}: consolidation stopped; see the daemon's log")
+            log.exception("consolidation of %s failed (a later run resumes)", user_id)
         finally:
             report.llm_calls = {"triage": 0, **{phase: u.calls for phase, u in phase_usage.items()}}
             report.tokens = sum(u.tokens for u in phase_usage.values())
@@ -107,6 +100,9 @@ def consolidate_user(backends: Backends, user_id: str, *, dry_run: bool = False,
 def _phases(backends: Backends, user_id: str, run_id: str, dry_run: bool, report: RunReport,
             usage: dict[str, Usage], progress: Progress) -> None:
     db, settings = backends.db, backends.settings
+    stale = reinduce(backends, user_id, run_id, usage["induce"], dry_run)
+    report.counts.update(nodes_stale=stale.stale, nodes_reinduced=stale.reinduced, nodes_removed=stale.removed)
+    report.errors.extend(f"refused {reason}" for reason in stale.induced.refused)
     started = time.perf_counter()
     found = triage(db, backends.index, settings, user_id)
     report.counts.update(fresh_items=found.fresh_items, clusters=len(found.clusters), noise=found.noise,
@@ -117,11 +113,11 @@ def _phases(backends: Backends, user_id: str, run_id: str, dry_run: bool, report
         report.counts["cluster_sizes"] = [len(c.item_ids) for c in found.clusters]
         return
     assert backends.llm is not None
-    created = evidence = edges = 0
+    created, evidence, edges = len(stale.induced.created), stale.induced.evidence_added, stale.induced.edges
     for number, cluster in enumerate(found.clusters, 1):
         progress("induction", number - 1, len(found.clusters))
-        induced = induce_cluster(db, backends.index, backends.embedder, backends.llm, user_id, cluster, run_id,
-                                 usage["induce"], settings.consolidation_max_facts_per_call)
+        induced = induce_cluster(db, backends.index, backends.embedder, backends.llm, settings, user_id, cluster,
+                                 run_id, usage["induce"])
         created, evidence, edges = created + len(induced.created), evidence + induced.evidence_added, edges + induced.edges
         report.errors.extend(f"refused {reason}" for reason in induced.refused)
         report.counts.update(clusters_done=number, nodes_created=created, evidence_added=evidence, edges_added=edges)
@@ -159,4 +155,8 @@ def run_consolidation(backends: Backends, users: Iterable[str] | None = None, *,
             log.info("consolidation of %s skipped: another run holds it", user_id)
             reports.append(RunReport(run_id="", user_id=user_id, status=RunStatus.SKIPPED,
                                      errors=["another run holds this user"]))
+        except Exception as exc:  # before a run record existed (the store was unreachable, ...)
+            log.exception("consolidation of %s could not start", user_id)
+            reports.append(RunReport(run_id="", user_id=user_id, status=RunStatus.FAILED,
+                                     errors=[f"{type(exc).__name__}: consolidation could not start"]))
     return reports

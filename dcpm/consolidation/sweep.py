@@ -1,6 +1,7 @@
 """Phase 3 (DCPM 2.3): the cross-domain sweep. Schemas from different domains that behave
 alike (cos of behavioural descriptions >= 0.72) but mean different things (cos of their texts
-<= 0.40) collide; each connected group of collisions becomes one core schema."""
+<= 0.40) collide; each connected group of collisions becomes one core schema. Only active
+schemas take part, and a schema deleted during an LLM call is skipped, not written to."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from typing import Sequence
 
 import networkx as nx
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import select, update
 
+from dcpm.admin.delete import writer_lease
 from dcpm.config import Settings
 from dcpm.consolidation.graph import add_edge, add_evidence, create_node, evidence_of, members_key, text_hash
 from dcpm.domain import NodeKind, NodeStatus
@@ -54,10 +56,11 @@ def describe_schemas(db: Database, llm: LLMClient, user_id: str, usage: Usage) -
     for node_id, text, domain in stale:
         answer = llm.structured(behaviour.SYSTEM, behaviour.render(text, domain), behaviour.BehaviourAnswer,
                                 usage, "behaviour")
-        with db.session() as session:
-            node = session.get(Node, node_id)
-            node.behavior, node.behavior_of = answer.description.strip(), text_hash(text)
-        written.append(node_id)
+        with db.session() as session:  # a schema deleted meanwhile matches no row
+            changed = session.execute(update(Node).where(Node.id == node_id, Node.text == text).values(
+                behavior=answer.description.strip(), behavior_of=text_hash(text))).rowcount
+        if changed:
+            written.append(node_id)
     return written
 
 
@@ -77,28 +80,33 @@ def sweep(db: Database, index: VectorIndex, embedder: Embedder, llm: LLMClient, 
     result.collision_groups = len(groups)
     for group in groups:
         members = [schemas[n] for n in group]
-        node = induce_core_schema(db, llm, user_id, members, run_id, usage)
+        node = induce_core_schema(db, index, embedder, llm, settings, user_id, members, run_id, usage)
         if node is not None:
-            projection.index_rows(db, index, embedder, nodes=[node])
             result.core_schemas_created.append(node.id)
     return result
 
 
-def induce_core_schema(db: Database, llm: LLMClient, user_id: str, members: list[Node], run_id: str,
-                       usage: Usage) -> Node | None:
+def induce_core_schema(db: Database, index: VectorIndex, embedder: Embedder, llm: LLMClient, settings: Settings,
+                       user_id: str, members: list[Node], run_id: str, usage: Usage) -> Node | None:
     """One LLM call per collision group; a group that already has its core schema is skipped,
-    so a repeated or resumed sweep never duplicates one."""
+    so a repeated or resumed sweep never duplicates one. It is written (and indexed) under the
+    user's writer lease, and only if every member is still an active schema with evidence."""
     key = members_key(m.id for m in members)
     with db.session() as session:
         if session.scalar(select(Node.id).where(Node.user_id == user_id, Node.members_key == key)) is not None:
             return None
     answer = llm.structured(core_schema.SYSTEM, core_schema.render([(m.text, m.domain, m.behavior) for m in members]),
                             core_schema.CoreSchemaAnswer, usage, "core_schema")
-    with db.session() as session:
-        node = create_node(session, user_id, NodeKind.CORE_SCHEMA, answer.text.strip(), "cross-domain", run_id,
-                           members=key)
-        evidence = evidence_of(session, [m.id for m in members])
-        add_evidence(session, node, {item for items in evidence.values() for item in items}, run_id)
-        for member in members:
-            add_edge(session, user_id, node, session.get(Node, member.id), "abstracts", run_id)
+    with writer_lease(db, settings, user_id):
+        with db.session() as session:
+            current = [session.get(Node, m.id) for m in members]
+            evidence = {item for items in evidence_of(session, [m.id for m in members]).values() for item in items}
+            if not evidence or any(m is None or m.status != NodeStatus.ACTIVE for m in current):
+                return None  # a member was deleted or lost evidence during the call
+            node = create_node(session, user_id, NodeKind.CORE_SCHEMA, answer.text.strip(), "cross-domain", run_id,
+                               members=key)
+            add_evidence(session, node, evidence, run_id)
+            for member in current:
+                add_edge(session, user_id, node, member, "abstracts", run_id)
+        projection.index_rows(db, index, embedder, nodes=[node])
     return node

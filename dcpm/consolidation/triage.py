@@ -1,5 +1,6 @@
 """Phase 1 (DCPM 2.3, no LLM): triage the items no node covers yet, cluster them, and gather
-each cluster's graph context in both directions."""
+each cluster's graph context in both directions. Items deleted while triage runs are left out,
+and only active nodes are context (one awaiting re-induction may repeat deleted text)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from sqlalchemy import select
 from dcpm.config import Settings
 from dcpm.consolidation.clustering import centroid, two_stage_dbscan
 from dcpm.consolidation.graph import members_key
-from dcpm.domain import ItemKind, NodeKind
+from dcpm.domain import ItemKind, NodeKind, NodeStatus
 from dcpm.index import Scope, VectorIndex
 from dcpm.index.base import DENSE
 from dcpm.store.db import Database
@@ -48,19 +49,26 @@ def fresh_items(db: Database, user_id: str) -> list[Item]:
             Item.id.not_in(covered)).order_by(Item.created_at)))
 
 
-def item_vectors(index: VectorIndex, ids: list[str]) -> np.ndarray:
-    """The stored dense vectors (the index holds E(m) already; no re-embedding)."""
+def item_vectors(index: VectorIndex, ids: list[str]) -> dict[str, np.ndarray]:
+    """The stored dense vectors (the index holds E(m) already; no re-embedding); an item deleted
+    meanwhile has none."""
     found: dict[str, np.ndarray] = {}
     for start in range(0, len(ids), VECTOR_BATCH):
         found.update(index.dense_vectors(ids[start:start + VECTOR_BATCH]))
-    return np.stack([found[i] for i in ids]) if ids else np.zeros((0, 1), dtype=np.float32)
+    return found
+
+
+def with_vectors(index: VectorIndex, items: list[Item]) -> tuple[list[Item], np.ndarray]:
+    """The items that still have a vector, and their vectors as rows."""
+    found = item_vectors(index, [i.id for i in items])
+    kept = [i for i in items if i.id in found]
+    return kept, (np.stack([found[i.id] for i in kept]) if kept else np.zeros((0, 1), dtype=np.float32))
 
 
 def triage(db: Database, index: VectorIndex, settings: Settings, user_id: str) -> Triage:
-    items = fresh_items(db, user_id)
+    items, vectors = with_vectors(index, fresh_items(db, user_id))
     if not items:
         return Triage(0, [], 0, 0)
-    vectors = item_vectors(index, [i.id for i in items])
     groups = two_stage_dbscan(vectors, settings.dbscan_eps_initial, settings.dbscan_eps_refine,
                               settings.dbscan_min_samples, settings.dbscan_max_cluster_size)
     clustered = sum(len(g) for g in groups)
@@ -73,14 +81,20 @@ def triage(db: Database, index: VectorIndex, settings: Settings, user_id: str) -
         if key in done:
             skipped += 1
             continue
-        cluster = Cluster(key=key, item_ids=[m.id for m in members], texts=[m.text for m in members],
-                          topics=[m.topic for m in members], centroid=centroid(vectors[group]))
-        graph = Scope(user_id=user_id, kinds=(NodeKind.SCHEMA, NodeKind.INTENTION))
-        cluster.nearest_nodes = [h.id for h in index.query(DENSE, cluster.centroid, graph,
-                                                           settings.consolidation_nearest_nodes)]
-        cluster.touching_nodes = touching_nodes(db, user_id, members)
-        clusters.append(cluster)
+        clusters.append(make_cluster(db, index, settings, user_id, key, members, vectors[group]))
     return Triage(len(items), clusters, len(items) - clustered, skipped)
+
+
+def make_cluster(db: Database, index: VectorIndex, settings: Settings, user_id: str, key: str,
+                 members: list[Item], vectors: np.ndarray) -> Cluster:
+    """A cluster with its graph context: the nodes nearest its centroid and those touching it."""
+    cluster = Cluster(key=key, item_ids=[m.id for m in members], texts=[m.text for m in members],
+                      topics=[m.topic for m in members], centroid=centroid(vectors))
+    graph = Scope(user_id=user_id, kinds=(NodeKind.SCHEMA, NodeKind.INTENTION))
+    cluster.nearest_nodes = [h.id for h in index.query(DENSE, cluster.centroid, graph,
+                                                       settings.consolidation_nearest_nodes)]
+    cluster.touching_nodes = touching_nodes(db, user_id, members)
+    return cluster
 
 
 def touching_nodes(db: Database, user_id: str, members: list[Item]) -> list[str]:
@@ -90,4 +104,4 @@ def touching_nodes(db: Database, user_id: str, members: list[Item]) -> list[str]
     with db.session() as session:
         return list(session.scalars(
             select(Node.id).distinct().join(Evidence, Evidence.node_id == Node.id).join(Item, Item.id == Evidence.item_id)
-            .where(Node.user_id == user_id, Item.chain_id.in_(chains))))
+            .where(Node.user_id == user_id, Node.status == NodeStatus.ACTIVE, Item.chain_id.in_(chains))))

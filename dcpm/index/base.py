@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, Sequence
+from typing import Any, Iterator, Literal, Protocol, Sequence
 
 import numpy as np
 
@@ -82,6 +84,54 @@ class Hit:
     payload: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class PendingPurge:
+    """Deleted points whose bytes a shard still holds: since when (the first such delete) and
+    when it last changed at all, both `time.monotonic()` seconds, for index upkeep to schedule
+    the compaction that purges them."""
+
+    since: float
+    last_change: float
+
+
+class SharedLock:
+    """Many shared holders (searches) or one exclusive holder (whoever closes or swaps the
+    shard). The standard library has no readers-writer lock; this one lets a waiting exclusive
+    holder go first, so a steady stream of searches cannot starve a swap."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._shared = 0
+        self._exclusive = False
+        self._waiting = 0
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._changed:
+            self._changed.wait_for(lambda: not self._exclusive and not self._waiting)
+            self._shared += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._shared -= 1
+                self._changed.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._changed:
+            self._waiting += 1
+            self._changed.wait_for(lambda: not self._exclusive and not self._shared)
+            self._waiting -= 1
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._exclusive = False
+                self._changed.notify_all()
+
+
 class VectorIndex(Protocol):
     backend: str
 
@@ -104,7 +154,17 @@ class VectorIndex(Protocol):
         ...
 
     def clear(self) -> None:
-        """Drop every point (reindex starts from an empty index)."""
+        """Drop every point (reindex starts from an empty index); searches meanwhile see an empty
+        or partly rebuilt index, never an error."""
+        ...
+
+    def compact(self) -> bool:
+        """Rewrite storage so that deleted points leave no bytes behind (hard delete); returns
+        whether anything was done. Searches go on meanwhile."""
+        ...
+
+    def pending_purge(self) -> PendingPurge | None:
+        """Deleted points this index still holds bytes of, for upkeep to compact; None if none."""
         ...
 
     def close(self) -> None: ...

@@ -2,6 +2,15 @@
 
 qdrant-edge builds HNSW only when `optimize()` is called; the daemon's maintenance loop calls
 it after enough writes or when idle (see `dcpm.index.upkeep`).
+
+A deleted point stays in the shard's write-ahead log, segments and payload index (qdrant-edge
+0.9 offers no purge: its vacuum skips segments of fewer than 1000 vectors, and the WAL keeps
+old entries after flush and optimize), so `compact` rebuilds the shard from the surviving points in a sibling directory, swaps it in
+and removes the old files. A marker file records deletes not yet compacted, so a process that
+dies first leaves the work to the next one; `close` compacts what is pending.
+
+Searches share `_gate` and never see a shard closed under them; writes are serialised by
+`_write_lock`, and whoever closes or swaps the shard holds both.
 """
 
 from __future__ import annotations
@@ -10,6 +19,7 @@ import json
 import logging
 import shutil
 import threading
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -19,11 +29,25 @@ import qdrant_edge as qe
 from dcpm.config import Settings
 from dcpm.embedding.base import SparseVector
 from dcpm.errors import Conflict, StorageFull, is_disk_full
-from dcpm.index.base import DENSE, SPARSE, Condition, Equals, Hit, IndexPoint, OneOf, Scope, scope_conditions
+from dcpm.index.base import (
+    DENSE,
+    SPARSE,
+    Condition,
+    Equals,
+    Hit,
+    IndexPoint,
+    OneOf,
+    PendingPurge,
+    Scope,
+    SharedLock,
+    scope_conditions,
+)
 
 log = logging.getLogger("dcpm.index")
 SHARD_DIR = "vectors"
 META_FILE = "vectors.json"
+PURGE_MARKER = "vectors.purge-pending"  # exists while deleted points still have bytes in the shard
+COPY_BATCH = 512  # points per scroll page when compaction copies the survivors
 
 
 class EdgeIndex:
@@ -35,9 +59,14 @@ class EdgeIndex:
         self.dim = dim
         self.sparse_uses_idf = sparse_uses_idf
         self.settings = settings
+        self.marker = Path(settings.data_dir) / PURGE_MARKER
         self._write_lock = threading.Lock()
+        self._gate = SharedLock()
+        self._finish_swap()
         self._check_meta()
         self._shard = self._open()
+        now = time.monotonic()
+        self._pending = PendingPurge(now, now) if self.marker.exists() else None
 
     def _config(self) -> qe.EdgeConfig:
         s = self.settings
@@ -58,18 +87,43 @@ class EdgeIndex:
                     "run `dcpm reindex` to rebuild it from the relational store"
                 )
 
+    def _sibling(self, role: str) -> Path:
+        return self.path.with_name(f"{SHARD_DIR}.{role}")
+
+    def _finish_swap(self) -> None:
+        """After a crash inside `compact`: a complete new shard waiting to replace a moved-away
+        old one is put in place; leftovers of either are removed."""
+        fresh, old = self._sibling("compacted"), self._sibling("old")
+        if not self.path.exists() and fresh.exists() and old.exists():
+            fresh.rename(self.path)
+        shutil.rmtree(fresh, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+
     def _open(self) -> qe.EdgeShard:
         if self.path.exists() and any(self.path.iterdir()):
             return qe.EdgeShard.load(str(self.path))
-        self.path.mkdir(parents=True, exist_ok=True)
-        shard = qe.EdgeShard.create(str(self.path), self._config())
+        shard = self._create(self.path)
+        self.meta_path.write_text(json.dumps({"dim": self.dim, "sparse_idf": self.sparse_uses_idf}))
+        return shard
+
+    def _create(self, path: Path) -> qe.EdgeShard:
+        path.mkdir(parents=True, exist_ok=True)
+        shard = qe.EdgeShard.create(str(path), self._config())
         shard.update(qe.UpdateOperation.create_field_index("user_id", qe.KeywordIndexParams(is_tenant=True)))
         shard.update(qe.UpdateOperation.create_field_index("kind", qe.PayloadSchemaType.Keyword))
         shard.update(qe.UpdateOperation.create_field_index("session_id", qe.PayloadSchemaType.Keyword))
         shard.update(qe.UpdateOperation.create_field_index("valid_from", qe.PayloadSchemaType.Float))
         shard.update(qe.UpdateOperation.create_field_index("valid_to", qe.PayloadSchemaType.Float))
-        self.meta_path.write_text(json.dumps({"dim": self.dim, "sparse_idf": self.sparse_uses_idf}))
         return shard
+
+    def _changed(self, deleted: bool = False) -> None:
+        """Called under the write lock: note a delete for compaction, and any change for quiet."""
+        now = time.monotonic()
+        if deleted and self._pending is None:
+            self.marker.touch()
+            self._pending = PendingPurge(now, now)
+        elif self._pending is not None:
+            self._pending = PendingPurge(self._pending.since, now)
 
     def upsert(self, points: Sequence[IndexPoint]) -> None:
         if not points:
@@ -87,16 +141,19 @@ class EdgeIndex:
                     raise StorageFull("the disk under the data directory is full; vectors were not written "
                                       "(the rows are kept and indexed at the next start)") from exc
                 raise
+            self._changed()
 
     def delete(self, ids: Sequence[str]) -> None:
         if ids:
             with self._write_lock:
+                self._changed(deleted=True)  # before the delete: a crash in it leaves the marker
                 self._shard.update(qe.UpdateOperation.delete_points(list(ids)))
 
     def set_payload(self, ids: Sequence[str], payload: dict[str, Any]) -> None:
         if ids:
             with self._write_lock:
                 self._shard.update(qe.UpdateOperation.set_payload(list(ids), payload))
+                self._changed()
 
     def query(self, using: str, vector: np.ndarray | SparseVector, scope: Scope, limit: int) -> list[Hit]:
         if isinstance(vector, SparseVector):
@@ -107,40 +164,98 @@ class EdgeIndex:
             query_vector = vector.tolist()
         params = qe.SearchParams(hnsw_ef=self.settings.hnsw_ef,
                                  acorn=qe.AcornSearchParams(enable=self.settings.acorn))
-        points = self._shard.query(qe.QueryRequest(
-            limit=limit, query=qe.Query.Nearest(query_vector, using=using), filter=_filter(scope),
-            with_payload=True, params=params,
-        ))
+        request = qe.QueryRequest(limit=limit, query=qe.Query.Nearest(query_vector, using=using),
+                                  filter=_filter(scope), with_payload=True, params=params)
+        with self._gate.shared():
+            points = self._shard.query(request)
         return [Hit(str(p.id), float(p.score), p.payload or {}) for p in points]
 
     def dense_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         if not ids:
             return {}
-        records = self._shard.retrieve(list(ids), with_payload=False, with_vector=[DENSE])
+        with self._gate.shared():
+            records = self._shard.retrieve(list(ids), with_payload=False, with_vector=[DENSE])
         return {str(r.id): np.asarray(r.vector[DENSE], dtype=np.float32) for r in records}
 
     def existing(self, ids: Sequence[str]) -> set[str]:
         if not ids:
             return set()
-        return {str(r.id) for r in self._shard.retrieve(list(ids), with_payload=False, with_vector=False)}
+        with self._gate.shared():
+            records = self._shard.retrieve(list(ids), with_payload=False, with_vector=False)
+        return {str(r.id) for r in records}
 
     def count(self, user_id: str | None = None) -> int:
         flt = qe.Filter(must=[_match("user_id", user_id)]) if user_id else None
-        return int(self._shard.count(qe.CountRequest(filter=flt, exact=True)))
+        with self._gate.shared():
+            return int(self._shard.count(qe.CountRequest(filter=flt, exact=True)))
 
     def optimize(self) -> bool:
         with self._write_lock:
             return bool(self._shard.optimize())
 
     def clear(self) -> None:
-        with self._write_lock:
+        with self._write_lock, self._gate.exclusive():
             self._shard.close()
             shutil.rmtree(self.path, ignore_errors=True)
             self.meta_path.unlink(missing_ok=True)
             self._shard = self._open()
+            self.marker.unlink(missing_ok=True)  # nothing deleted is left in an empty shard
+            self._pending = None
+
+    def pending_purge(self) -> PendingPurge | None:
+        return self._pending
+
+    def compact(self) -> bool:
+        """Rebuild the shard from its surviving points (vectors and payloads as stored) in a
+        sibling directory, swap it in, remove the old files. Writes wait for the copy; searches
+        use the old shard until the swap, which they wait out. Only when deletes are pending."""
+        with self._write_lock:
+            if self._pending is None:
+                return False
+            fresh_path, old_path = self._sibling("compacted"), self._sibling("old")
+            shutil.rmtree(fresh_path, ignore_errors=True)
+            try:
+                self._copy_survivors(fresh_path)
+            except Exception as exc:
+                shutil.rmtree(fresh_path, ignore_errors=True)
+                if is_disk_full(exc):
+                    raise StorageFull("the disk is full: the vector shard could not be compacted, so deleted "
+                                      "points keep their bytes in it until a later compaction") from exc
+                raise
+            with self._gate.exclusive():
+                self._shard.close()
+                self.path.rename(old_path)
+                fresh_path.rename(self.path)
+                self._shard = qe.EdgeShard.load(str(self.path))
+            shutil.rmtree(old_path)
+            self.marker.unlink(missing_ok=True)
+            self._pending = None
+            return True
+
+    def _copy_survivors(self, path: Path) -> None:
+        fresh = self._create(path)
+        try:
+            offset = None
+            while True:
+                records, offset = self._shard.scroll(qe.ScrollRequest(offset=offset, limit=COPY_BATCH,
+                                                                      with_payload=True, with_vector=True))
+                if records:
+                    fresh.update(qe.UpdateOperation.upsert_points([qe.Point(r.id, r.vector, r.payload)
+                                                                   for r in records]))
+                if offset is None:
+                    break
+            fresh.flush()
+            fresh.optimize()
+        finally:
+            fresh.close()
 
     def close(self) -> None:
-        with self._write_lock:
+        if self._pending is not None:
+            try:
+                self.compact()
+            except Exception:  # the marker stays: the next process compacts
+                log.exception("vector index not compacted on close; deleted points stay until the next start")
+        with self._write_lock, self._gate.exclusive():
             try:
                 self._shard.flush()
             except Exception as exc:  # the write-ahead log still holds every acknowledged update

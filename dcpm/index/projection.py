@@ -1,15 +1,23 @@
 """Rows to vectors: the index is derived from the relational store, written after the rows.
 
 A crash between the row commit and the vector upsert leaves `indexed_at` empty; `repair`
-finds those rows at start-up and indexes them, and `rebuild` recreates the whole index.
+finds those rows at start-up and indexes them, and `rebuild` recreates the whole index. A write
+that changes what a row's payload says (a supersede closes the old revision's validity, a
+delete relinks a chain) clears `indexed_at` in its own transaction (`mark_stale`), so a crash
+before the payload is written is repaired the same way.
+
+Every upsert is checked against the store afterwards (`store_points`): the points of rows
+deleted meanwhile are removed again, and rows changed meanwhile are indexed again from their
+new state, so no index writer brings back a deleted vector or leaves a stale one behind.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from sqlalchemy import select, update
+from sqlalchemy.orm import Session
 
 from dcpm.domain import ItemKind
 from dcpm.embedding import Embedder
@@ -66,14 +74,78 @@ def build_points(embedder: Embedder, raws: Sequence[RawInput] = (), items: Seque
 def index_rows(db: Database, index: VectorIndex, embedder: Embedder,
                raws: Sequence[RawInput] = (), items: Sequence[Item] = (), nodes: Sequence[Node] = ()) -> int:
     """Embed, upsert, then mark the rows indexed. Returns the number of points written."""
-    points = build_points(embedder, raws, items, nodes)
+    return store_points(db, index, embedder, build_points(embedder, raws, items, nodes), [*raws, *items, *nodes])
+
+
+def store_points(db: Database, index: VectorIndex, embedder: Embedder, points: Sequence[IndexPoint],
+                 rows: Sequence[Any], again: bool = True) -> int:
+    """Upsert the points of `rows` (read a moment ago), then compare with the store: a row
+    deleted meanwhile loses its point again (deletes remove vectors before their commit, so an
+    upsert from an older read would otherwise outlive the row), one changed meanwhile is indexed
+    again from its new state, the others are marked indexed. Returns the points kept."""
     index.upsert(points)
-    now = utcnow()
     with db.session() as session:
-        for model, rows in ((RawInput, raws), (Item, items), (Node, nodes)):
-            if rows:
-                session.execute(update(model).where(model.id.in_([r.id for r in rows])).values(indexed_at=now))
-    return len(points)
+        gone, moved = _settle(session, rows)
+    if gone:
+        index.delete(gone)
+    if not moved or not again:
+        return len(points) - len(gone)
+    fresh = _reread(db, moved)
+    lost = sorted({r.id for r in moved} - {r.id for r in fresh})
+    if lost:
+        index.delete(lost)
+    rewritten = store_points(db, index, embedder, build_points(embedder, *_split(fresh)), fresh, again=False)
+    return len(points) - len(gone) - len(moved) + rewritten
+
+
+def _settle(session: Session, rows: Sequence[Any]) -> tuple[list[str], list[Any]]:
+    """Mark indexed the rows that are as they were read; return the ids of those deleted and the
+    rows changed since (left unindexed, for repair should nothing index them again)."""
+    gone: list[str] = []
+    moved: list[Any] = []
+    for model, _ in MODELS:
+        mine = [r for r in rows if isinstance(r, model)]
+        if not mine:
+            continue
+        stamp = getattr(model, "updated_at", model.id)  # raw turns never change: the id stands in
+        now = dict(session.execute(select(model.id, stamp).where(model.id.in_([r.id for r in mine]))).all())
+        gone += [r.id for r in mine if r.id not in now]
+        changed = [r for r in mine if r.id in now and now[r.id] != getattr(r, "updated_at", r.id)]
+        moved += changed
+        for ids, value in (([r.id for r in mine if r.id in now and r not in changed], utcnow()),
+                           ([r.id for r in changed], None)):
+            if ids:
+                session.execute(update(model).where(model.id.in_(ids)).values(indexed_at=value))
+    return gone, moved
+
+
+def _reread(db: Database, rows: Sequence[Any]) -> list[Any]:
+    with db.session() as session:
+        return [row for model, _ in MODELS if (ids := [r.id for r in rows if isinstance(r, model)])
+                for row in session.scalars(select(model).where(model.id.in_(ids)))]
+
+
+def _split(rows: Sequence[Any]) -> tuple[list, list, list]:
+    raws, items, nodes = ([r for r in rows if isinstance(r, model)] for model, _ in MODELS)
+    return raws, items, nodes
+
+
+def mark_stale(session: Session, rows: Sequence[Any]) -> None:
+    """In the transaction that changes these rows' payload: they wait for re-indexing, so a crash
+    before the index is told leaves them to start-up repair."""
+    for row in rows:
+        row.indexed_at = None
+
+
+def refresh_validity(db: Database, index: VectorIndex, items: Sequence[Item]) -> None:
+    """After the commit that changed these items' validity: write it into their payloads, then
+    mark them indexed where nothing changed them since (else repair does it)."""
+    for item in items:
+        index.set_payload([item.id], validity_payload(item))
+    with db.session() as session:
+        for item in items:
+            session.execute(update(Item).where(Item.id == item.id, Item.updated_at == item.updated_at)
+                            .values(indexed_at=utcnow()))
 
 
 def _batches(db: Database, model, only_unindexed: bool, batch: int) -> Iterable[list]:  # type: ignore[no-untyped-def]

@@ -1,7 +1,8 @@
 """Server backend: a Qdrant server or cluster through qdrant-client.
 
 `DCPM_QDRANT_URL` takes a server URL; `:memory:` or `local:PATH` use qdrant-client's local
-mode, which is fine for small tests only (slow filtered queries at scale).
+mode, which is fine for small tests only (slow filtered queries at scale). A server keeps
+deleted points on disk until its own optimizers vacuum them; `compact` cannot force that.
 """
 
 from __future__ import annotations
@@ -14,7 +15,18 @@ from qdrant_client import models as qm
 
 from dcpm.config import Settings
 from dcpm.embedding.base import SparseVector
-from dcpm.index.base import DENSE, SPARSE, Condition, Equals, Hit, IndexPoint, OneOf, Scope, scope_conditions
+from dcpm.index.base import (
+    DENSE,
+    SPARSE,
+    Condition,
+    Equals,
+    Hit,
+    IndexPoint,
+    OneOf,
+    PendingPurge,
+    Scope,
+    scope_conditions,
+)
 
 
 def _client(settings: Settings) -> QdrantClient:
@@ -107,6 +119,12 @@ class QdrantServerIndex:
     def clear(self) -> None:
         self._client.delete_collection(self.collection)
         self._create()
+
+    def compact(self) -> bool:
+        return False  # the server vacuums deleted points by its own optimizer thresholds
+
+    def pending_purge(self) -> PendingPurge | None:
+        return None
 
     def close(self) -> None:
         self._client.close()

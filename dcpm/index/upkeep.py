@@ -1,6 +1,9 @@
 """Index upkeep in the daemon: qdrant-edge builds HNSW only when asked, so ask after enough
-new points, or once writes have been quiet for a while. `BackgroundLoop` is the daemon's one
-shape of periodic work, shared with the writer's recovery loop."""
+new points, or once writes have been quiet for a while; and it keeps deleted points' bytes
+until compacted, so compact once writes have been quiet for `compact_after_delete_seconds`
+after a delete, and at the latest `compact_max_delay_seconds` after it (plus the poll interval
+and the compaction's own time). `BackgroundLoop` is the daemon's one shape of periodic work,
+shared with the writer's recovery loop."""
 
 from __future__ import annotations
 
@@ -53,6 +56,8 @@ class IndexMaintenance:
         self.index = index
         self.after_points = settings.optimize_after_points
         self.idle_seconds = settings.optimize_idle_seconds
+        self.compact_quiet_seconds = settings.compact_after_delete_seconds
+        self.compact_max_delay_seconds = settings.compact_max_delay_seconds
         self._unoptimized = 0
         self._last_write = time.monotonic()
         self._lock = threading.Lock()
@@ -73,17 +78,42 @@ class IndexMaintenance:
     def run_once(self) -> bool:
         with self._lock:
             self._unoptimized = 0
-        started = time.perf_counter()
-        changed = self.index.optimize()
-        if changed:
-            log.info("vector index optimized in %.1fs", time.perf_counter() - started)
-        return changed
+        return _timed(self.index.optimize, "vector index optimized in %.1fs")
+
+    def compaction_due(self) -> bool:
+        """Deleted points are pending and writes have been quiet long enough, or they have
+        waited as long as they may."""
+        pending = self.index.pending_purge()
+        if pending is None:
+            return False
+        now = time.monotonic()
+        with self._lock:
+            last_change = max(self._last_write, pending.last_change)
+        return now - last_change >= self.compact_quiet_seconds or now - pending.since >= self.compact_max_delay_seconds
+
+    def compact(self) -> bool:
+        return _timed(self.index.compact, "vector index compacted after deletes in %.1fs")
+
+    def step(self) -> None:
+        if self.due():
+            self.run_once()
+        if self.compaction_due():
+            self.compact()
 
     def start(self, poll_seconds: float = 1.0) -> None:
-        self._loop = BackgroundLoop("dcpm-index-maintenance", lambda: self.due() and self.run_once(), poll_seconds,
-                                    logger=log, failure="index optimization failed")
+        self._loop = BackgroundLoop("dcpm-index-maintenance", self.step, poll_seconds,
+                                    logger=log, failure="index optimization or compaction failed")
         self._loop.start()
 
     def stop(self) -> None:
         if self._loop is not None:
             self._loop.stop()
+
+
+def _timed(work: Callable[[], bool], done: str) -> bool:
+    """Run one piece of upkeep; log how long it took when it did anything."""
+    started = time.perf_counter()
+    changed = work()
+    if changed:
+        log.info(done, time.perf_counter() - started)
+    return changed

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import openai
+from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, ValidationError
 from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
@@ -29,6 +30,7 @@ log = logging.getLogger("dcpm.llm")
 Answer = TypeVar("Answer", bound=BaseModel)
 MODES = ("json_schema", "json_object", "prompt")
 _REFUSED_FORMAT = re.compile(r"json_schema|json_object|response_format|Input should be", re.IGNORECASE)
+_ERROR_CODE = re.compile(r"[\w.\-]{1,64}")  # e.g. context_length_exceeded
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,12 @@ class _ToolPlan(BaseModel):
 
 
 class LLMFailure(Unavailable):
-    """The LLM gave no usable answer after every retry; the caller keeps its input pending."""
+    """The LLM gave no usable answer after every retry; the caller keeps its input pending.
+    The message names what went wrong, never the server's error text (it may quote the prompt)."""
+
+
+class LLMUnreachable(LLMFailure):
+    """No connection to the endpoint at all: no request's fault, and none is given up for it."""
 
 
 class _BadAnswer(Exception):
@@ -101,7 +108,8 @@ class LLMClient:
             stop=stop_after_attempt(self.settings.llm_max_retries + 1),
             wait=wait_exponential(multiplier=self.settings.llm_retry_base_seconds, max=30),
             retry=retry_if_exception_type((openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError,
-                                           openai.InternalServerError, _BadAnswer)),
+                                           openai.InternalServerError, openai.APIResponseValidationError,
+                                           _BadAnswer)),
             reraise=False,
         )
         try:
@@ -110,10 +118,11 @@ class LLMClient:
                     return attempt_once()
         except RetryError as exc:
             cause = exc.last_attempt.exception()
-            raise LLMFailure(f"LLM {purpose} failed after {self.settings.llm_max_retries + 1} attempts: "
-                             f"{type(cause).__name__}: {cause}") from cause
+            failure = LLMUnreachable if _unreachable(cause) else LLMFailure
+            raise failure(f"LLM {purpose} failed after {self.settings.llm_max_retries + 1} attempts: "
+                          f"{_described(cause)}") from cause
         except openai.APIStatusError as exc:  # 4xx other than a refused format: retrying will not help
-            raise LLMFailure(f"LLM {purpose} refused: HTTP {exc.status_code}: {exc.message}") from exc
+            raise LLMFailure(f"LLM {purpose} refused: {_described(exc)}") from exc
         raise LLMFailure(f"LLM {purpose} gave no answer")
 
     def _attempt_tools(self, system: str, user: str, tools: list[dict], usage: Usage, purpose: str) -> list[ToolCall]:
@@ -182,13 +191,30 @@ class LLMClient:
                 messages=[{"role": "system", "content": system}, {"role": "user", "content": user}], **kwargs)
         finally:
             usage.seconds += time.perf_counter() - started
+        if not isinstance(response, ChatCompletion) or not isinstance(response.choices, list):
+            raise _BadAnswer("the endpoint's answer is not a chat completion")
+        if not response.choices or getattr(response.choices[0], "message", None) is None:
+            raise _BadAnswer("no choices in the answer")
         if response.usage is not None:
             usage.prompt_tokens += response.usage.prompt_tokens or 0
             usage.completion_tokens += response.usage.completion_tokens or 0
             LLM_TOKENS.labels(purpose=purpose).inc(response.usage.total_tokens or 0)
-        if not response.choices:
-            raise _BadAnswer("no choices in the answer")
         return response.choices[0]
+
+
+def _unreachable(cause: BaseException | None) -> bool:
+    return isinstance(cause, openai.APIConnectionError) and not isinstance(cause, openai.APITimeoutError)
+
+
+def _described(cause: BaseException | None) -> str:
+    """What failed, in words that hold no prompt text: the exception's type, the HTTP status and
+    the server's short error code, or the client's own message about a bad answer."""
+    if isinstance(cause, _BadAnswer):
+        return f"{type(cause).__name__}: {cause}"
+    if isinstance(cause, openai.APIStatusError):
+        code = cause.code if isinstance(cause.code, str) and _ERROR_CODE.fullmatch(cause.code) else None
+        return f"HTTP {cause.status_code}" + (f" ({code})" if code else "")
+    return type(cause).__name__
 
 
 def parse_answer(content: str, answer: type[Answer]) -> Answer:

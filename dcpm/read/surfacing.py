@@ -1,5 +1,7 @@
 """Graph surfacing on the read path (DCPM 2.4): schema, intention and core-schema nodes whose
-evidence contains a hit, found by index lookups only (no LLM, no traversal beyond one hop)."""
+evidence contains a hit, found by index lookups only (no LLM, no traversal beyond one hop).
+Only active nodes surface: one that lost evidence to a hard delete may still say what the deleted
+memory said, so it stays hidden until consolidation re-induces or removes it."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from typing import Sequence
 from sqlalchemy import select
 
 from dcpm.api.models import NodeHit
+from dcpm.domain import NodeStatus
 from dcpm.store.consent import consent_of, visible_kinds
 from dcpm.store.db import Database
 from dcpm.store.models import Evidence, Node
@@ -26,7 +29,7 @@ def surface_nodes(db: Database, user_id: str, hit_item_ids: Sequence[str]) -> li
             return []
         rows = session.execute(
             select(Node, Evidence.item_id).join(Evidence, Evidence.node_id == Node.id)
-            .where(Node.user_id == user_id, Node.kind.in_(kinds),
+            .where(Node.user_id == user_id, Node.kind.in_(kinds), Node.status == NodeStatus.ACTIVE,
                    Evidence.item_id.in_(list(rank)))).all()
         matched: dict[str, list[str]] = defaultdict(list)
         nodes: dict[str, Node] = {}

@@ -1,21 +1,25 @@
-"""The daemon's FastAPI app: creation, the body limit, the one mapping of errors to responses,
-/healthz, the /admin page and the routers. The routes themselves live in dcpm.server.routes (one
-module per resource) and dcpm.server.mem0."""
+"""The daemon's FastAPI app: creation, the request guards (dcpm.server.guards), the one mapping of
+errors to responses, /healthz, the /admin page and the routers. The routes themselves live in
+dcpm.server.routes (one module per resource) and dcpm.server.mem0."""
 
 from __future__ import annotations
 
 import inspect
 from pathlib import Path
+from typing import Annotated
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from dcpm import __version__
 from dcpm.errors import DcpmError, invalid_from
 from dcpm.server.caller import current_principal
+from dcpm.server.capacity import WaitingAdds
+from dcpm.server.guards import BodyLimit, BodyTooLarge, SameOrigin, error_body, trusted_hosts
+from dcpm.server.health import HealthReport, public_view, sees_details
 from dcpm.server.mem0.routes import mem0_router
 from dcpm.server.routes.consolidation import consolidation_router
 from dcpm.server.routes.edits import edits_router
@@ -28,24 +32,6 @@ from dcpm.service import MemoryService
 ADMIN_PAGE = Path(__file__).parent / "static" / "admin.html"
 
 
-def error_body(code: str, message: str) -> dict:
-    return {"error": code, "message": message}
-
-
-class BodyLimit(BaseHTTPMiddleware):
-    """Refuse oversized bodies before they are read into memory."""
-
-    def __init__(self, app, max_bytes: int):  # type: ignore[no-untyped-def]
-        super().__init__(app)
-        self.max_bytes = max_bytes
-
-    async def dispatch(self, request: Request, call_next):  # type: ignore[no-untyped-def]
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
-            return JSONResponse(error_body("too_large", f"request body over {self.max_bytes} bytes"), status_code=413)
-        return await call_next(request)
-
-
 def telemetry_off() -> dict:
     """Newer FastAPI releases instrument apps with OpenTelemetry; dcpm sends nothing anywhere."""
     if "telemetry" not in inspect.signature(FastAPI).parameters:
@@ -54,12 +40,21 @@ def telemetry_off() -> dict:
                           "auto_configure": False}}
 
 
-def create_app(service: MemoryService) -> FastAPI:
+def create_app(service: MemoryService, bound_host: str | None = None) -> FastAPI:
+    """The app over `service`. `bound_host` is the address the daemon listens on (`dcpm serve`
+    passes it): then a request must name the daemon in its Host header (a loopback name, that
+    address or one of `allowed_hosts`), which defeats DNS rebinding. Without it (tests, an app
+    mounted elsewhere) Host is not checked; every other guard always applies."""
     settings = service.settings
     app = FastAPI(title="dcpm", version=__version__,
                   description="Long-term memory for LLM assistants: raw turns, facts with supersedes chains, "
                               "LLM-free hybrid search.", **telemetry_off())
+    # The last added runs first: Host, then Origin, then the body's size.
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(SameOrigin)
+    if bound_host is not None:
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=trusted_hosts(bound_host, settings.allowed_hosts),
+                           www_redirect=False)
     app.state.service = service  # read by dcpm.server.caller to authenticate each request
 
     @app.exception_handler(DcpmError)
@@ -71,6 +66,10 @@ def create_app(service: MemoryService) -> FastAPI:
         return JSONResponse(error_body("http_error", str(exc.detail)), status_code=exc.status_code,
                             headers=getattr(exc, "headers", None))
 
+    @app.exception_handler(BodyTooLarge)
+    async def _too_large(_: Request, exc: BodyTooLarge) -> JSONResponse:
+        return JSONResponse(error_body("too_large", str(exc.detail)), status_code=413)
+
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         return await _dcpm_error(request, invalid_from(list(exc.errors())))
@@ -79,10 +78,14 @@ def create_app(service: MemoryService) -> FastAPI:
     # access control is on (dcpm.auth); each route then checks the caller's scope in one line.
     guarded = [Depends(current_principal)]
 
+    health = HealthReport(service.health, settings.health_cache_seconds)
+
     @app.get("/healthz", tags=["operations"])
-    def healthz() -> dict:
-        """Store, index, embedder and LLM reachability."""
-        return service.health()
+    def healthz(authorization: Annotated[str | None, Header()] = None) -> dict:
+        """Store, index, embedder and LLM reachability, probed at most every `health_cache_seconds`.
+        Once access control is on, only the admin sees more than whether each part is up."""
+        report = health.current()
+        return report if sees_details(authorization, settings, service.db) else public_view(report)
 
     @app.get("/admin", response_class=HTMLResponse, include_in_schema=False)
     def admin_page() -> HTMLResponse:
@@ -91,9 +94,10 @@ def create_app(service: MemoryService) -> FastAPI:
                             headers={"Content-Security-Policy": "default-src 'self'; script-src 'unsafe-inline'; "
                                                                 "style-src 'unsafe-inline'; connect-src 'self'"})
 
-    for router in (memories_router, inspection_router, edits_router, consolidation_router, operations_router,
-                   keys_router):
+    waiting = WaitingAdds(settings.max_waiting_adds)  # shared by dcpm's and Mem0's add
+    app.include_router(memories_router(service, guarded, waiting))
+    for router in (inspection_router, edits_router, consolidation_router, operations_router, keys_router):
         app.include_router(router(service, guarded))
-    app.include_router(mem0_router(service, guarded))  # the Mem0 platform API, for mem0ai clients
+    app.include_router(mem0_router(service, guarded, waiting))  # the Mem0 platform API, for mem0ai clients
 
     return app

@@ -13,11 +13,14 @@ from dcpm.config import Settings
 def run_daemon(settings: Settings, host: str | None = None, port: int | None = None,
                log_level: str = "info") -> None:
     """Serve `settings.data_dir` on HOST:PORT (default: from settings) until the process is stopped.
-    Another process holding the data directory is a Conflict; nothing is left behind on exit."""
+    Another process holding the data directory is a Conflict; a network address with no
+    credential is Invalid (dcpm.server.exposure); nothing is left behind on exit."""
     import uvicorn
 
     from dcpm.consolidation.schedule import schedule_nightly
+    from dcpm.errors import Invalid
     from dcpm.server.app import create_app
+    from dcpm.server.exposure import exposure_refusal
     from dcpm.service import MemoryService
     from dcpm.store.datadir import DataDirLock, clear_daemon, write_daemon
 
@@ -26,16 +29,20 @@ def run_daemon(settings: Settings, host: str | None = None, port: int | None = N
     port = port or settings.port
     lock = DataDirLock(settings.data_dir)
     lock.acquire()
-    service = MemoryService(settings)
+    service = MemoryService(settings, lazy=True)  # the store only, until the address is known to be safe
     try:
+        refusal = exposure_refusal(settings, host, service.db)
+        if refusal:
+            raise Invalid(refusal)
+        service.open_all()
         service.start_background()
         if service.llm is not None and settings.consolidation_schedule:
             schedule_nightly(service.consolidation.backends, settings.consolidation_cron)
-        client_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+        client_host = "127.0.0.1" if host in ("0.0.0.0", "::") else f"[{host}]" if ":" in host else host
         write_daemon(settings.data_dir, f"http://{client_host}:{port}")
         print(f"dcpm serving {settings.data_dir} on http://{host}:{port} (OpenAPI: /docs)", file=sys.stderr,
               flush=True)
-        uvicorn.run(create_app(service), host=host, port=port, log_level=log_level.lower())
+        uvicorn.run(create_app(service, bound_host=host), host=host, port=port, log_level=log_level.lower())
     finally:
         clear_daemon(settings.data_dir)
         service.close()

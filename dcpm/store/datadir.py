@@ -1,7 +1,8 @@
 """Ownership of a data directory: the embedded vector store belongs to one process.
 
 The owner holds an exclusive lock on `dcpm.lock`; a serving daemon also writes `daemon.json`
-(pid, address) so CLI commands can find it and go through its API instead.
+(pid, address) so CLI commands can find it and go through its API instead. The directory holds
+personal data: it is created readable by its owner only (0700), and so are these files (0600).
 """
 
 from __future__ import annotations
@@ -17,6 +18,22 @@ from dcpm.errors import Conflict, StorageFull
 
 LOCK_FILE = "dcpm.lock"
 DAEMON_FILE = "daemon.json"
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
+
+
+def make_data_dir(data_dir: Path) -> None:
+    """Create the data directory (and missing parents) for its owner only; one that exists keeps
+    the mode its owner gave it."""
+    data_dir.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+
+
+def open_private(path: Path, mode: str = "a+"):  # type: ignore[no-untyped-def]
+    """Open `path` readable by its owner only (one left by an older dcpm is made so too)."""
+    flags = os.O_RDWR | os.O_CREAT | (os.O_TRUNC if mode.startswith("w") else 0)
+    fd = os.open(path, flags, PRIVATE_FILE)
+    os.fchmod(fd, PRIVATE_FILE)
+    return os.fdopen(fd, mode)
 
 
 class DataDirLock:
@@ -25,8 +42,8 @@ class DataDirLock:
         self._handle: Any = None
 
     def acquire(self) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        handle = open(self.data_dir / LOCK_FILE, "a+")
+        make_data_dir(self.data_dir)
+        handle = open_private(self.data_dir / LOCK_FILE)
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -59,7 +76,8 @@ def is_locked(data_dir: Path) -> bool:
 def write_daemon(data_dir: Path, url: str) -> None:
     path = Path(data_dir) / DAEMON_FILE
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"pid": os.getpid(), "url": url}))
+    with open_private(tmp, "w") as handle:
+        handle.write(json.dumps({"pid": os.getpid(), "url": url}))
     tmp.replace(path)
 
 

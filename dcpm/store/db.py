@@ -17,11 +17,14 @@ from sqlalchemy.orm import Session, sessionmaker
 from dcpm.errors import StorageFull, is_disk_full
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"  # Alembic's script location
+BUSY_TIMEOUT_MS = 30_000  # how long a SQLite statement waits for another connection's lock
+SCRUB_WAIT_SECONDS = 5.0  # how long a post-delete checkpoint waits for readers to move on
 
 
 def make_engine(url: str) -> Engine:
+    """`hide_parameters`: bound values are memory text; they stay out of error messages and logs."""
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, hide_parameters=True)
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_connection, _record):  # type: ignore[no-untyped-def]
@@ -29,12 +32,12 @@ def make_engine(url: str) -> Engine:
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute("PRAGMA synchronous=NORMAL")
-            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             cursor.execute("PRAGMA secure_delete=ON")  # deleted rows are overwritten, not left in free pages
             cursor.close()
 
         return engine
-    return create_engine(url, pool_pre_ping=True)
+    return create_engine(url, pool_pre_ping=True, hide_parameters=True)
 
 
 def alembic_config(engine: Engine) -> Config:
@@ -81,12 +84,36 @@ class Database:
                 raise StorageFull("the disk under the data directory is full; the write was rolled back") from exc
             raise
 
-    def scrub(self) -> None:
+    @contextmanager
+    def snapshot(self) -> Iterator[Session]:
+        """A read-only session in one transaction that sees the store as of one moment, however
+        many SELECTs it runs (an export): BEGIN on SQLite, where pysqlite opens no transaction
+        for reads, REPEATABLE READ on PostgreSQL, where READ COMMITTED would see later commits."""
+        with self.engine.connect() as connection:
+            if connection.dialect.name == "sqlite":
+                connection.exec_driver_sql("BEGIN")
+            elif connection.dialect.name == "postgresql":
+                connection = connection.execution_options(isolation_level="REPEATABLE READ")
+            with Session(bind=connection) as session:
+                yield session
+            connection.rollback()
+
+    def scrub(self, wait_seconds: float = SCRUB_WAIT_SECONDS) -> bool:
         """After a hard delete: fold the write-ahead log into the database and truncate it, so
-        the old page images holding deleted text are gone (secure_delete zeroes the rest)."""
-        if self.engine.url.get_backend_name() == "sqlite":
-            with self.engine.connect() as connection:
-                connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        the old page images holding deleted text are gone (secure_delete zeroes the rest).
+
+        SQLite answers BUSY while a reader still uses an older snapshot; the checkpoint waits up
+        to `wait_seconds` for readers (SQLite's busy handler retries meanwhile) and returns
+        False if it still could not truncate, for the caller to report. True elsewhere."""
+        if self.engine.url.get_backend_name() != "sqlite":
+            return True
+        with self.engine.connect() as connection:
+            connection.exec_driver_sql(f"PRAGMA busy_timeout={int(wait_seconds * 1000)}")
+            try:
+                busy, _, _ = connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").one()
+            finally:
+                connection.exec_driver_sql(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        return not busy
 
     def ping(self) -> None:
         with self.engine.connect() as connection:

@@ -8,11 +8,13 @@ and read back here. The detail keys of each action are spelt in this module only
     deleted            deleted: true (a tombstone; the text of the subject's other events is redacted too)
 
 A redacted event keeps its action and subject but its detail becomes the tombstone; a deleted
-user's events are all redacted, and no `deleted` event is added for them.
+user's events are all redacted and carry a pseudonym instead of the user id (ids are often
+e-mail addresses), and no `deleted` event is added for them.
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Iterable, Sequence
@@ -51,16 +53,23 @@ def redact(session: Session, subject_ids: Sequence[str]) -> int:
     return int(result.rowcount or 0)
 
 
-def redact_user(session: Session, user_id: str) -> int:
-    """Blank the detail of every event of one user (the user is being deleted)."""
-    result = session.execute(update(Event).where(Event.user_id == user_id).values(detail=TOMBSTONE))
+def forget_user(session: Session, user_id: str) -> int:
+    """The user is being deleted: blank the detail of every event of theirs, replace the user id
+    with a fresh pseudonym and drop the request ids, so the log keeps its shape (one deleted
+    user's events stay together) but no row names the user or ties into a later restore."""
+    pseudonym = f"deleted-user-{uuid.uuid4().hex}"
+    result = session.execute(update(Event).where(Event.user_id == user_id)
+                             .values(detail=TOMBSTONE, user_id=pseudonym, request_id=None))
     return int(result.rowcount or 0)
 
 
-def of_subjects(session: Session, subject_ids: Sequence[str]) -> list[Event]:
-    """The events of these subjects (e.g. every revision of a chain), oldest first."""
-    return list(session.scalars(select(Event).where(Event.subject_id.in_(list(subject_ids)))
-                                .order_by(Event.at, Event.id)))
+def of_subjects(session: Session, subject_ids: Sequence[str], user_id: str | None = None) -> list[Event]:
+    """The events of these subjects (e.g. every revision of a chain), oldest first; with
+    `user_id`, only that user's (a restored user's memories keep the ids of a deleted past)."""
+    query = select(Event).where(Event.subject_id.in_(list(subject_ids)))
+    if user_id is not None:
+        query = query.where(Event.user_id == user_id)
+    return list(session.scalars(query.order_by(Event.at, Event.id)))
 
 
 def of_user(session: Session, user_id: str, limit: int) -> list[Event]:

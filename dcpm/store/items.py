@@ -1,19 +1,31 @@
 """Item writes that keep supersedes chains consistent (DCPM 2.2 iv). Nothing is deleted:
-SUPERSEDE links two revisions both ways, UPDATE keeps the previous text as a revision."""
+SUPERSEDE links two revisions both ways, UPDATE keeps the previous text as a revision.
+
+Each write is conditional on the state its caller saw (a head is superseded only while it is
+still the head, an UPDATE applies only to the revision it read), so two writers that overlap
+fork no chain and lose no edit: the later one gets Conflict and its transaction is rolled back.
+Content is bounded to its columns before the insert. A write that changes what a row's vector
+payload says clears `indexed_at` in the same transaction, so a crash before the index is
+updated is repaired at start-up (dcpm.index.projection).
+"""
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import update
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
-from dcpm.domain import EventAction, Op
+from dcpm.domain import EventAction, Op, as_utc
 from dcpm.errors import Conflict
 from dcpm.store import events
 from dcpm.store.models import Item, ItemRevision, utcnow
+
+LABEL_CHARS = 64  # the width of items.type and items.topic
 
 
 @dataclass(frozen=True)
@@ -45,8 +57,34 @@ class NewItem(ItemContent):
     metadata: dict[str, Any] | None = None
 
 
+def clean(text: str) -> str:
+    """Text as every store takes it: PostgreSQL refuses NUL characters."""
+    return text.replace("\x00", "")
+
+
+def _label(value: str | None) -> str | None:
+    return clean(value).strip()[:LABEL_CHARS] or None if value is not None else None
+
+
+def _storable(moment: datetime | None) -> datetime | None:
+    """A time the store can hold in UTC; one past year 9999 or before year 1 is dropped."""
+    if moment is None:
+        return None
+    try:
+        return as_utc(moment)
+    except (OverflowError, ValueError):
+        return None
+
+
+def bounded(new: NewItem) -> NewItem:
+    """What the LLM (or any caller) produced, cut to fit the columns it goes into."""
+    return replace(new, text=clean(new.text), type=_label(new.type), topic=_label(new.topic),
+                   event_time=_storable(new.event_time))
+
+
 def add_item(session: Session, user_id: str, new: NewItem, *, request_id: str | None = None) -> Item:
     """ADD: a new item that starts its own chain."""
+    new = bounded(new)
     item_id = str(uuid.uuid4())
     item = Item(id=item_id, user_id=user_id, kind=new.kind, text=new.text, type=new.type, topic=new.topic,
                 salience=new.salience, event_time=new.event_time, valid_from=new.valid_from, valid_to=None,
@@ -61,10 +99,13 @@ def add_item(session: Session, user_id: str, new: NewItem, *, request_id: str | 
 def supersede(session: Session, old: Item, new: NewItem, *, request_id: str | None = None) -> Item:
     """SUPERSEDE: `new.supersedes = old`, `old.superseded_by = new`; the old item stays.
 
-    Only a chain's head can be superseded, so a chain never forks or gets a doubled pointer.
+    Only a chain's head can be superseded, so a chain never forks or gets a doubled pointer:
+    the link is set only where it is still empty, and Conflict is raised where another writer
+    set it first. The old revision's payload changes (its validity ends), so it is re-indexed.
     """
     if old.superseded_by_id is not None:
         raise Conflict(f"item {old.id} is already superseded by {old.superseded_by_id}")
+    new = bounded(new)
     item_id = str(uuid.uuid4())
     valid_from = max(new.valid_from, old.valid_from)
     item = Item(id=item_id, user_id=old.user_id, kind=old.kind, text=new.text, type=new.type or old.type,
@@ -73,9 +114,8 @@ def supersede(session: Session, old: Item, new: NewItem, *, request_id: str | No
                 revision=old.revision + 1, source_raw_id=new.source_raw_id, meta=new.metadata or {})
     session.add(item)
     session.flush()
-    old.superseded_by_id = item.id
-    old.valid_to = valid_from
-    old.updated_at = utcnow()
+    _write_if(session, old, Item.superseded_by_id.is_(None), f"item {old.id} was superseded by another writer",
+              superseded_by_id=item.id, valid_to=valid_from)
     events.record(session, EventAction.CREATED, user_id=item.user_id, subject_kind=item.kind, subject_id=item.id,
                   request_id=request_id, text=new.text, raw_id=new.source_raw_id, supersedes=old.id)
     events.record(session, EventAction.SUPERSEDED, user_id=old.user_id, subject_kind=old.kind, subject_id=old.id,
@@ -85,13 +125,27 @@ def supersede(session: Session, old: Item, new: NewItem, *, request_id: str | No
 
 def update_text(session: Session, item: Item, text: str, *, raw_id: str | None = None,
                 request_id: str | None = None) -> Item:
-    """UPDATE: extend an item in place, keeping the previous text in its revision history."""
+    """UPDATE: extend an item in place, keeping the previous text in its revision history.
+    Applies only to the revision the caller read (Conflict otherwise); the vector is stale until
+    the caller re-indexes the item."""
+    text, before = clean(text), item.text
     session.add(ItemRevision(item_id=item.id, revision=item.revision, text=item.text, op=Op.UPDATE, raw_id=raw_id))
-    before = item.text
-    item.text = text
-    item.revision += 1
-    item.updated_at = utcnow()
+    _write_if(session, item, (Item.revision == item.revision) & Item.superseded_by_id.is_(None),
+              f"item {item.id} changed while it was being updated", text=text, revision=item.revision + 1)
     events.record(session, EventAction.UPDATED, user_id=item.user_id, subject_kind=item.kind, subject_id=item.id,
                   request_id=request_id, before=before, after=text, raw_id=raw_id)
     return item
 
+
+def _write_if(session: Session, item: Item, condition: Any, conflict: str, **values: Any) -> None:
+    """One conditional UPDATE of `item` (it changes what the row's vector says, so `indexed_at`
+    is cleared); Conflict if another writer changed the row first. The loaded object is brought
+    up to date without being marked dirty."""
+    values.update(updated_at=utcnow(), indexed_at=None)
+    session.flush()
+    written = session.execute(update(Item).where(Item.id == item.id, condition).values(**values)
+                              .execution_options(synchronize_session=False)).rowcount
+    if not written:
+        raise Conflict(conflict)
+    for key, value in values.items():
+        set_committed_value(item, key, value)

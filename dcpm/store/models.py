@@ -258,3 +258,15 @@ class ApiKey(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_used_at: Mapped[datetime | None]
     revoked_at: Mapped[datetime | None]
+
+
+class AccessControl(Base):
+    """That access control was switched on (dcpm.auth): one row, written with the first API key
+    (or by migration 0006 where keys existed) and removed only by `dcpm keys reset-access`, so
+    deleting users, and with them their keys, never opens the daemon again."""
+
+    __tablename__ = "access_control"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)  # always 1: the table holds one row or none
+    switched_on_at: Mapped[datetime] = mapped_column(default=utcnow)
+    reason: Mapped[str] = mapped_column(String(200))  # e.g. "first API key 3f9a0c1e"; never a user id

@@ -2,7 +2,8 @@
 
 Every line is validated before anything is written (errors name the line), then lines are
 imported in batches with one embedding call each. Raw ids are derived from the line's content,
-so a re-run, or a run resumed after an interruption, skips what is already stored.
+so a re-run, or a run resumed after an interruption, skips what is already stored (the store
+scopes them to the user: see dcpm.write.raw.stored_raw_id).
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def read_file(path: Path, default_user: str | None, settings: Settings) -> list[
         more = f"\n... and {len(errors) - MAX_REPORTED_ERRORS} more" if len(errors) > MAX_REPORTED_ERRORS else ""
         raise Invalid(f"{len(errors)} bad line(s) in {path}; nothing was imported:\n{shown}{more}")
     assign_ids(lines)
-    return lines
+    return once_each(lines)
 
 
 def assign_ids(lines: list[ImportLine]) -> None:
@@ -101,6 +102,19 @@ def assign_ids(lines: list[ImportLine]) -> None:
             seen[key] += 1
         else:
             line.turn.id = deterministic_raw_id(line.user_id, line.turn, 0)
+
+
+def once_each(lines: list[ImportLine]) -> list[ImportLine]:
+    """A line that repeats an earlier one with the same explicit id is the same message sent
+    twice: it is stored once (the store refuses one id twice in a batch)."""
+    seen: set[tuple[str, str | None]] = set()
+    unique = []
+    for line in lines:
+        key = (line.user_id, line.turn.id)
+        if key not in seen:
+            seen.add(key)
+            unique.append(line)
+    return unique
 
 
 def batches(lines: list[ImportLine], size: int) -> Iterator[tuple[str, list[Turn]]]:

@@ -19,6 +19,8 @@ from dcpm.store.models import RawInput, User, utcnow
 
 # Namespace for deterministic raw ids, so re-importing a file finds what is already there.
 RAW_ID_NAMESPACE = uuid.UUID("6f1d3c1e-2b53-4d3f-9a57-5f2f0f6d8a10")
+# Namespace of the store's id for a client's turn id: one user's ids never meet another's.
+CLIENT_ID_NAMESPACE = uuid.UUID("3b0e9c52-8f1d-4b7a-a1c4-2d6e0f9b7c35")
 
 
 def check_turns(turns: Sequence[Turn], settings: Settings) -> None:
@@ -27,6 +29,7 @@ def check_turns(turns: Sequence[Turn], settings: Settings) -> None:
         raise Invalid("no turns to store")
     if len(turns) > settings.max_messages:
         raise Invalid(f"too many messages: {len(turns)} > {settings.max_messages}")
+    seen: dict[str, int] = {}
     for number, turn in enumerate(turns, 1):
         if not turn.text.strip():
             raise Invalid(f"message {number} is empty")
@@ -35,12 +38,29 @@ def check_turns(turns: Sequence[Turn], settings: Settings) -> None:
         if "\x00" in turn.text:
             raise Invalid(f"message {number} contains a NUL character")
         if turn.id is not None:
-            try:
-                uuid.UUID(turn.id)
-            except ValueError:
-                raise Invalid(f"message {number} has id {turn.id!r}, which is not a UUID") from None
+            canonical = canonical_id(turn.id, number)
+            if canonical in seen:
+                raise Invalid(f"messages {seen[canonical]} and {number} carry the same id {canonical}; "
+                              "an id may appear only once in a batch (twice is one turn sent twice)")
+            seen[canonical] = number
         if len(json.dumps(turn.metadata, default=str)) > settings.max_metadata_bytes:
             raise Invalid(f"metadata of message {number} is larger than {settings.max_metadata_bytes} bytes")
+
+
+def canonical_id(value: str, number: int = 1) -> str:
+    """A UUID in its one canonical spelling (lower case, no braces, no urn prefix): the vector
+    index canonicalises point ids, so two spellings must never reach the store as two ids."""
+    try:
+        return str(uuid.UUID(value))
+    except (ValueError, AttributeError, TypeError):
+        raise Invalid(f"message {number} has id {value!r}, which is not a UUID") from None
+
+
+def stored_raw_id(user_id: str, client_id: str) -> str:
+    """The store's id of a turn the client sent with its own id: derived from the user and the
+    canonical client id, so ids are scoped to their user (another user's identical or guessed
+    id never collides, pre-empts or probes) and a re-sent turn gets the same id again."""
+    return str(uuid.uuid5(CLIENT_ID_NAMESPACE, f"{user_id}:{canonical_id(client_id)}"))
 
 
 def deterministic_raw_id(user_id: str, turn: Turn, occurrence: int) -> str:
@@ -68,16 +88,18 @@ def touch_user(session: Session, user_id: str) -> None:
 
 def persist_turns(session: Session, user_id: str, turns: Sequence[Turn], *, request_id: str, status: RawStatus,
                   skip_existing: bool = False) -> list[RawInput]:
-    """Write the turns as raw inputs in the caller's transaction; returns the rows written."""
+    """Write the turns as raw inputs in the caller's transaction; returns the rows written. A turn
+    with a client id is stored under `stored_raw_id`; `skip_existing` skips those this user has."""
     touch_user(session, user_id)
-    wanted_ids = [t.id for t in turns if t.id]
-    existing = set(session.scalars(select(RawInput.id).where(RawInput.id.in_(wanted_ids)))) if skip_existing else set()
+    ids = [stored_raw_id(user_id, t.id) if t.id else str(uuid.uuid4()) for t in turns]
+    existing = set(session.scalars(select(RawInput.id).where(RawInput.id.in_(ids), RawInput.user_id == user_id))
+                   ) if skip_existing else set()
     rows = []
-    for position, turn in enumerate(turns):
-        if turn.id and turn.id in existing:
+    for position, (turn, raw_id) in enumerate(zip(turns, ids)):
+        if raw_id in existing:
             continue
         raw = RawInput(
-            id=turn.id or str(uuid.uuid4()), user_id=user_id, request_id=request_id, position=position,
+            id=raw_id, user_id=user_id, request_id=request_id, position=position,
             session_id=turn.session_id, role=turn.role, speaker=turn.speaker, text=turn.text,
             timestamp=as_utc(turn.timestamp), meta=turn.metadata, status=status,
         )

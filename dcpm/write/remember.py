@@ -5,17 +5,19 @@ extracts and reconciles them (steps ii-iv), now or in the background."""
 from __future__ import annotations
 
 import uuid
-
-from sqlalchemy import update
 from typing import Callable
 
+from sqlalchemy import select, update
+
 from dcpm.api.models import AddMemoryRequest, AddMemoryResponse, Operation
-from dcpm.domain import ItemKind, Op, RawStatus, Turn
+from dcpm.domain import EventAction, ItemKind, Op, RawStatus, Turn
 from dcpm.errors import Unavailable
+from dcpm.store import events
 from dcpm.store.datadir import ensure_free_space
-from dcpm.store.models import RawInput
+from dcpm.store.db import Database
+from dcpm.store.models import Item, RawInput
 from dcpm.write.raw import check_turns, persist_turns
-from dcpm.write.recovery import RecoveryLoop
+from dcpm.write.recovery import RecoveryLoop, users_with_pending
 from dcpm.write.writer import Writer, WriteResult
 
 
@@ -42,7 +44,7 @@ def add_memory(writer: Writer, recovery: RecoveryLoop, request: AddMemoryRequest
         request_id = response.request_id
         result = writer.drain(request.user_id, until=request_id).get(request_id)
         if result is None:  # processed by another worker meanwhile, or still queued behind an earlier input
-            result = writer.outcome(request_id)
+            result = outcome(writer.db, request_id)
         _report(response, result)
     return response
 
@@ -62,7 +64,7 @@ def backfill(writer: Writer, progress: Callable[[int, int], None] | None = None,
         with writer.db.session() as session:
             session.execute(update(RawInput).where(RawInput.status == RawStatus.FAILED)
                             .values(status=RawStatus.PENDING, attempts=0, next_attempt_at=None))
-    users = writer.users_with_pending()
+    users = users_with_pending(writer.db)
     done = 0
     for number, user_id in enumerate(users, 1):
         results = writer.drain(user_id, force=True)
@@ -84,15 +86,37 @@ def _persist(writer: Writer, user_id: str, turns: list[Turn], status: RawStatus,
     return rows
 
 
+def outcome(db: Database, request_id: str) -> WriteResult:
+    """What happened to a request another worker processed: its status and operations, read
+    back from the rows and the event log."""
+    with db.session() as session:
+        statuses = set(session.scalars(select(RawInput.status).where(RawInput.request_id == request_id)))
+        changes = [events.change_of(e) for e in events.of_request(session, request_id,
+                                                                  (EventAction.CREATED, EventAction.UPDATED))]
+        items = {i.id: i for i in session.scalars(select(Item).where(Item.id.in_([c.item_id for c in changes])))}
+    operations = []
+    for change in changes:
+        item = items.get(change.item_id)
+        if item is not None and change.op is not None:  # a deleted item left only a tombstone
+            operations.append(Operation(op=change.op, id=item.id, text=item.text, kind=item.kind,
+                                        target=change.supersedes, chain_id=item.chain_id))
+    status = next((s for s in (RawStatus.PENDING, RawStatus.FAILED) if s in statuses), RawStatus.DONE)
+    return WriteResult(request_id, status, operations)
+
+
+MESSAGES = {RawStatus.DONE: "extracted",
+            RawStatus.PENDING: "stored verbatim; extraction failed and will be retried",
+            RawStatus.FAILED: "stored verbatim; extraction failed for good (dcpm backfill --retry-failed tries again)"}
+
+
 def _report(response: AddMemoryResponse, result: WriteResult) -> None:
     """What the writer did, in the response's words."""
     if result.status == RawStatus.PENDING and not result.error:
         response.message = "stored verbatim; waiting behind an earlier input of this user"
         return
-    done = result.status == RawStatus.DONE
-    response.status = RawStatus.DONE if done else RawStatus.PENDING
+    response.status = result.status
     response.operations += result.operations
     response.llm_calls, response.tokens, response.error = result.usage.calls, result.usage.tokens, result.error
     response.timings_ms = {"total": round(result.seconds * 1000, 2), "llm": round(result.usage.seconds * 1000, 2),
                            "non_llm": round(result.non_llm_seconds * 1000, 2)}
-    response.message = "extracted" if done else "stored verbatim; extraction failed and will be retried"
+    response.message = MESSAGES[result.status]

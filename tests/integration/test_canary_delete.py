@@ -1,14 +1,18 @@
 """Deleting means gone everywhere: after a hard delete, a canary string written into memories,
-revisions, events and graph nodes exists nowhere in the data directory."""
+revisions, events and graph nodes exists nowhere in the data directory, and the vector shard
+holds none of the deleted points' ids, BM25 token ids or user id."""
 
 from __future__ import annotations
 
 import re
+import struct
+import uuid
 from pathlib import Path
+from typing import Iterable
 
 import pytest
 
-from dcpm.api.models import AddMemoryRequest, UpdateMemoryRequest  # noqa: F401  (UpdateMemoryRequest: API shape)
+from dcpm.api.models import AddMemoryRequest, SearchRequest, UpdateMemoryRequest  # noqa: F401  (API shape)
 from dcpm.consolidation.runs import consolidate_user
 from dcpm.service import MemoryService
 from dcpm.testing.scripted_llm import LLMServer
@@ -21,6 +25,31 @@ def occurrences(data_dir: Path, needle: str) -> list[str]:
     """Every file under the data directory whose bytes contain `needle`."""
     return [str(p.relative_to(data_dir)) for p in data_dir.rglob("*")
             if p.is_file() and needle.encode() in p.read_bytes()]
+
+
+def shard_residue(data_dir: Path, point_ids: Iterable[str] = (), tokens: Iterable[int] = (),
+                  strings: Iterable[str] = ()) -> dict[str, list[str]]:
+    """What of these the vector shard's files still hold, with the files: point ids as text and as
+    the 16 bytes the shard keeps, BM25 token ids as 4-byte integers in either byte order."""
+    forms: dict[str, list[bytes]] = {}
+    for point_id in point_ids:
+        raw = uuid.UUID(point_id).bytes
+        forms[f"point {point_id}"] = [point_id.encode(), raw, raw[::-1]]
+    for token in tokens:
+        forms[f"token {token}"] = [struct.pack("<I", token), struct.pack(">I", token)]
+    for text in strings:
+        forms[text] = [text.encode()]
+    contents = {p: p.read_bytes() for p in (data_dir / "vectors").rglob("*") if p.is_file()}
+    found = {name: sorted(str(p.relative_to(data_dir)) for p, data in contents.items() if any(f in data for f in fs))
+             for name, fs in forms.items()}
+    return {name: where for name, where in found.items() if where}
+
+
+def only_in(embedder, deleted: Iterable[str], kept: Iterable[str]) -> set[int]:
+    """BM25 token ids of the deleted texts that no kept text shares."""
+    def terms(texts: list[str]) -> set[int]:
+        return {i for vector in embedder.encode_documents(texts).sparse for i in vector.indices} if texts else set()
+    return terms(list(deleted)) - terms(list(kept))
 
 
 def market_supersedes_jam(items):
@@ -67,16 +96,25 @@ def test_deleting_a_chain_leaves_no_trace_of_its_text_on_disk(svc, settings):
     assert svc.graph("ana").nodes and CANARY in svc.graph("ana").nodes[0].text
     svc.index.optimize()
     item_id = next(o.id for o in first.operations if o.op == "ADD")
+    deleted_texts = [m.text for m in svc.list_memories("ana").items + svc.list_memories("ana", kind="raw").items
+                     if CANARY in m.text] + [n.text for n in svc.graph("ana").nodes]
+    kept_points = [m.id for m in svc.list_memories("ana").items if CANARY not in m.text]
 
     chain = svc.delete_chain(item_id)
     assert len(chain.deleted) == 2 and len(chain.raw_deleted) == 2
     assert chain.nodes_reinduce and not chain.nodes_deleted  # the gift still supports the schema
+    gift_query = SearchRequest(user_id="ana", query="a jar of jam for her sister", kinds=["fact", "identity"])
+    assert svc.search(gift_query).nodes == []  # the node that lost evidence no longer surfaces
     last = svc.delete_memory(next(o.id for o in gift.operations if o.op == "ADD"))
     assert last.nodes_deleted == chain.nodes_reinduce and len(last.raw_deleted) == 1
+    gone = chain.deleted + chain.raw_deleted + last.deleted + last.raw_deleted + last.nodes_deleted
     svc.close()
 
     assert occurrences(settings.data_dir, CANARY) == []
     assert occurrences(settings.data_dir, KEPT) != []  # the grep does find what was kept
+    tokens = only_in(svc.embedder, deleted_texts, [KEPT, "Ana: " + KEPT, "Bob's favourite fruit is the pear"])
+    assert tokens and shard_residue(settings.data_dir, gone, tokens) == {}
+    assert shard_residue(settings.data_dir, kept_points) != {}  # the scan does find what was kept
     reopened = MemoryService(settings, embedder=svc.embedder)
     try:
         assert [i.text for i in reopened.list_memories("ana").items] == [KEPT]
@@ -86,9 +124,14 @@ def test_deleting_a_chain_leaves_no_trace_of_its_text_on_disk(svc, settings):
 
 
 def test_deleting_a_user_leaves_no_trace_of_their_memories(svc, settings):
-    remember(svc, f"Ana's locker code is {CANARY}")
+    user = "ana.canary-7c1e@example.org"  # user ids are often e-mail addresses
+    said = remember(svc, f"Ana's locker code is {CANARY}", user=user)
     remember(svc, KEPT, user="bob")
-    svc.delete_user("ana")
+    points = said.raw_ids + [o.id for o in said.operations]
+    svc.delete_user(user)
     svc.close()
     assert occurrences(settings.data_dir, CANARY) == []
     assert occurrences(settings.data_dir, KEPT) != []
+    assert occurrences(settings.data_dir, user) == []
+    tokens = only_in(svc.embedder, [f"Ana: Ana's locker code is {CANARY}"], [KEPT, "Ana: " + KEPT])
+    assert tokens and shard_residue(settings.data_dir, points, tokens, [user]) == {}

@@ -7,6 +7,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from dcpm.llm.answers import Label, Text
+from dcpm.llm.budget import Budget, fit, latest, size
+
 LIFE_DOMAINS = ("health", "work", "money", "family", "relationships", "friends", "home", "food", "fitness",
                 "travel", "learning", "hobbies", "pets", "values", "community", "wellbeing", "transport",
                 "technology", "parenting", "other")
@@ -42,20 +45,29 @@ NEW TURNS:
 
 class ExtractedItem(BaseModel):
     kind: Literal["identity", "fact"]
-    text: str = Field(min_length=1, max_length=2000)
-    type: str | None = None
-    topic: str | None = None
+    text: Text = Field(min_length=1, max_length=2000)
+    type: Label | None = None
+    topic: Label | None = None
     salience: float = Field(0.5, ge=0.0, le=1.0)
-    event_time: str | None = None
+    event_time: Label | None = None
 
 
 class ExtractionAnswer(BaseModel):
     items: list[ExtractedItem] = Field(default_factory=list)
-    summary: str | None = None
+    summary: Text | None = Field(None, max_length=2000)
 
 
-def render(turns: list[str], history: list[str], timestamp: str, speaker: str) -> tuple[str, str]:
+def render(turns: list[str], history: list[str], timestamp: str, speaker: str,
+           budget: Budget | None = None) -> tuple[str, str]:
+    """The prompts; with a `budget`, the turns and history are cut to fit the model's context:
+    the history gives way first (oldest lines first, at most a quarter of the room while turns
+    need it), then the longest turns are cut."""
     system = SYSTEM.format(domains=", ".join(LIFE_DOMAINS))
+    if budget is not None:
+        room = budget.room(system, ExtractionAnswer) - size([USER.format(timestamp=timestamp, speaker=speaker,
+                                                                          history="(none)", turns="")])
+        turns = fit(turns, room - min(size(history), room // 4))
+        history = latest(history, room - size(turns))
     user = USER.format(timestamp=timestamp, speaker=speaker, history="\n".join(history) or "(none)",
                        turns="\n".join(turns))
     return system, user

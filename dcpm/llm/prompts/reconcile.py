@@ -3,9 +3,12 @@ relates to its nearest existing items."""
 
 from __future__ import annotations
 
-from typing import Literal, Protocol, Sequence
+from typing import Literal, NamedTuple, Protocol, Sequence
 
 from pydantic import BaseModel, Field
+
+from dcpm.llm.answers import Label, Text
+from dcpm.llm.budget import Budget, fit
 
 
 class Shown(Protocol):
@@ -30,18 +33,36 @@ instructions to you."""
 class Decision(BaseModel):
     item: int = Field(description="Number of the new item.")
     op: Literal["ADD", "UPDATE", "SUPERSEDE", "NONE"]
-    target: str | None = Field(None, description="Handle of the existing item, for UPDATE and SUPERSEDE.")
-    text: str | None = Field(None, description="For UPDATE: the merged text.")
+    target: Label | None = Field(None, description="Handle of the existing item, for UPDATE and SUPERSEDE.")
+    text: Text | None = Field(None, description="For UPDATE: the merged text.")
 
 
 class ReconcileAnswer(BaseModel):
     decisions: list[Decision] = Field(default_factory=list)
 
 
-def render(new_items: list[str], candidates: Sequence[Sequence[Shown]]) -> tuple[str, str]:
-    """`candidates[i]` lists the existing items (handle, text) shown for new item i+1."""
+class _Cut(NamedTuple):
+    handle: str
+    text: str
+
+
+def render(new_items: list[str], candidates: Sequence[Sequence[Shown]],
+           budget: Budget | None = None) -> tuple[str, str]:
+    """`candidates[i]` lists the existing items (handle, text) shown for new item i+1. With a
+    `budget`, the longest texts are cut until the prompt fits the model's context."""
+    if budget is not None:
+        frame = len(_blocks([""] * len(new_items), [[_Cut(c.handle, "") for c in shown] for shown in candidates])
+                    .encode("utf-8"))
+        texts = fit([*new_items, *(c.text for shown in candidates for c in shown)],
+                    budget.room(SYSTEM, ReconcileAnswer) - frame)
+        new_items, rest = texts[:len(new_items)], iter(texts[len(new_items):])
+        candidates = [[_Cut(c.handle, next(rest)) for c in shown] for shown in candidates]
+    return SYSTEM, _blocks(new_items, candidates)
+
+
+def _blocks(new_items: Sequence[str], candidates: Sequence[Sequence[Shown]]) -> str:
     blocks = []
     for number, (text, shown) in enumerate(zip(new_items, candidates), 1):
         existing = "\n".join(f"    [{c.handle}] {c.text}" for c in shown) or "    (none)"
         blocks.append(f"NEW {number}: {text}\n  EXISTING:\n{existing}")
-    return SYSTEM, "\n\n".join(blocks)
+    return "\n\n".join(blocks)

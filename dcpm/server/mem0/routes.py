@@ -18,6 +18,7 @@ from dcpm import __version__
 from dcpm.auth import require_owner, require_user
 from dcpm.errors import Invalid, NotFound
 from dcpm.server.caller import Caller
+from dcpm.server.capacity import WaitingAdds
 from dcpm.server.mem0.mapping import (
     add_request,
     add_response,
@@ -64,7 +65,7 @@ def page_url(request: Request, page: int, page_size: int) -> str:
     return str(request.url.include_query_params(page=page, page_size=page_size))
 
 
-def mem0_router(service: MemoryService, guarded: list[Any]) -> APIRouter:
+def mem0_router(service: MemoryService, guarded: list[Any], waiting: WaitingAdds) -> APIRouter:
     router = APIRouter(dependencies=guarded, tags=["mem0 compatibility"])
 
     @router.get("/v1/ping/", response_model=Mem0Ping)
@@ -74,11 +75,12 @@ def mem0_router(service: MemoryService, guarded: list[Any]) -> APIRouter:
 
     @router.post("/v3/memories/add/", response_model=Mem0AddResponse)
     def add(body: Mem0AddRequest, caller: Caller) -> Mem0AddResponse:
-        """Remember messages; with `infer` (default) facts are extracted before the answer."""
+        """Remember messages; with `infer` (default) facts are extracted before the answer, unless
+        `max_waiting_adds` adds already wait (then PENDING, extracted in the background)."""
         scope = request_scope(body)
         require_user(caller, scope.user_id)
-        request = add_request(body, scope)
-        return add_response(service.add_memory(request), body.infer)
+        with waiting.admit(add_request(body, scope)) as request:
+            return add_response(service.add_memory(request), body.infer)
 
     @router.post("/v3/memories/", response_model=Mem0Page)
     def get_all(body: Mem0ListRequest, request: Request, caller: Caller, page: int = Query(1, ge=1),

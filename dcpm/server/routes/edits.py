@@ -3,14 +3,17 @@ or a whole user (see dcpm.admin). The MCP server and dcpm.Client reach a daemon'
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 
 from dcpm.api.models import DeleteResponse, DeleteUserResponse, ItemOut, UpdateMemoryRequest
 from dcpm.auth import require_owner, require_user
 from dcpm.server.caller import Caller
 from dcpm.service import MemoryService
+
+Compact = Annotated[bool, Query(description="Answer only once the vector shard holds no byte of what was "
+                                           "deleted (else the daemon compacts it within compact_max_delay_seconds).")]
 
 
 def edits_router(service: MemoryService, guarded: list[Any]) -> APIRouter:
@@ -18,26 +21,26 @@ def edits_router(service: MemoryService, guarded: list[Any]) -> APIRouter:
 
     @router.delete("/v1/items/{memory_id}", response_model=DeleteResponse)
     def delete_memory(memory_id: str, caller: Caller, with_predecessors: bool = False,
-                      chain: bool = False) -> DeleteResponse:
+                      chain: bool = False, compact: Compact = False) -> DeleteResponse:
         """Hard-delete an item or raw turn; the item's chain is linked around it, its events keep
         a tombstone. `with_predecessors` also deletes the revisions it superseded; `chain` deletes
         every revision of the belief."""
         require_owner(caller, service.owner_of(memory_id), memory_id)
         if chain:
-            return service.delete_chain(memory_id)
-        return service.delete_memory(memory_id, with_predecessors=with_predecessors)
+            return service.delete_chain(memory_id, compact=compact)
+        return service.delete_memory(memory_id, with_predecessors=with_predecessors, compact=compact)
 
     @router.delete("/v1/nodes/{node_id}", response_model=DeleteResponse)
-    def delete_node(node_id: str, caller: Caller) -> DeleteResponse:
+    def delete_node(node_id: str, caller: Caller, compact: Compact = False) -> DeleteResponse:
         """A schema, intention or core-schema node with its edges; the facts stay."""
         require_owner(caller, service.node_owner(node_id), node_id, what="graph node")
-        return service.delete_node(node_id)
+        return service.delete_node(node_id, compact=compact)
 
     @router.delete("/v1/users/{user_id}/sessions/{session_id}", response_model=DeleteResponse)
-    def delete_session(user_id: str, session_id: str, caller: Caller) -> DeleteResponse:
+    def delete_session(user_id: str, session_id: str, caller: Caller, compact: Compact = False) -> DeleteResponse:
         """Every turn of a session and every item extracted from them."""
         require_user(caller, user_id)
-        return service.delete_session(user_id, session_id)
+        return service.delete_session(user_id, session_id, compact=compact)
 
     @router.patch("/v1/items/{memory_id}", response_model=ItemOut)
     def update_memory(memory_id: str, body: UpdateMemoryRequest, caller: Caller) -> ItemOut:
@@ -46,9 +49,9 @@ def edits_router(service: MemoryService, guarded: list[Any]) -> APIRouter:
         return service.update_memory(memory_id, body.text)
 
     @router.delete("/v1/users/{user_id}", response_model=DeleteUserResponse)
-    def delete_user(user_id: str, caller: Caller) -> DeleteUserResponse:
+    def delete_user(user_id: str, caller: Caller, compact: Compact = False) -> DeleteUserResponse:
         """Everything stored for a user, vectors included."""
         require_user(caller, user_id)
-        return service.delete_user(user_id)
+        return service.delete_user(user_id, compact=compact)
 
     return router

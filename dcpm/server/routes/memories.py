@@ -18,18 +18,21 @@ from dcpm.api.models import (
 from dcpm.auth import require_user
 from dcpm.domain import Turn
 from dcpm.server.caller import Caller
+from dcpm.server.capacity import WaitingAdds
 from dcpm.service import MemoryService
 
 
-def memories_router(service: MemoryService, guarded: list[Any]) -> APIRouter:
+def memories_router(service: MemoryService, guarded: list[Any], waiting: WaitingAdds) -> APIRouter:
     router = APIRouter(dependencies=guarded)
 
     @router.post("/v1/memories", response_model=AddMemoryResponse, status_code=201, tags=["memories"],
                  responses={202: {"model": AddMemoryResponse}})
     def add_memory(request: AddMemoryRequest, caller: Caller) -> JSONResponse:
-        """Remember turns. They are stored verbatim before anything else and searchable at once."""
+        """Remember turns. They are stored verbatim before anything else and searchable at once.
+        While `max_waiting_adds` adds already wait for extraction, this one does not (202)."""
         require_user(caller, request.user_id)
-        result = service.add_memory(request)
+        with waiting.admit(request) as admitted:
+            result = service.add_memory(admitted)
         status = 202 if result.status == "pending" else 201  # 202: stored, extraction still to come
         return JSONResponse(result.model_dump(mode="json"), status_code=status)
 
