@@ -81,9 +81,25 @@ class UserDeletion:
 @contextmanager
 def writer_lease(db: Database, settings: Settings, user_id: str) -> Iterator[str]:
     """The lease System 1 holds while it writes for this user: deletes, edits and consolidation's
-    writes wait for it. Yields the holder."""
+    writes wait for it. Yields the holder, for `fenced`."""
     with leases.held(db, f"write:{user_id}", settings.writer_lease_seconds, settings.writer_lease_seconds) as holder:
         yield holder
+
+
+@contextmanager
+def fenced(db: Database, settings: Settings, user_id: str, holder: str) -> Iterator[Session]:
+    """A transaction whose first statement checks that `holder` still holds the user's writer
+    lease (renewing it): a holder that lost the lease meanwhile writes nothing (LeaseLost)."""
+    with db.session() as session:
+        leases.fence(session, f"write:{user_id}", holder, settings.writer_lease_seconds)
+        yield session
+
+
+@contextmanager
+def writer_transaction(db: Database, settings: Settings, user_id: str) -> Iterator[Session]:
+    """The user's writer lease and one fenced transaction under it."""
+    with writer_lease(db, settings, user_id) as holder, fenced(db, settings, user_id, holder) as session:
+        yield session
 
 
 def delete_memory(db: Database, index: VectorIndex, settings: Settings, memory_id: str, *,
@@ -116,7 +132,7 @@ def _delete_by_id(db: Database, index: VectorIndex, settings: Settings, memory_i
     user_id = owner_of(db, memory_id)
     result = Deletion(user_id=user_id)
     relinked: list[Item] = []
-    with writer_lease(db, settings, user_id), db.session() as session:
+    with writer_transaction(db, settings, user_id) as session:
         found = find_memory(session, memory_id)
         if found is None:  # deleted by someone else while we waited for the lease
             raise NotFound(f"no memory with id {memory_id}")
@@ -190,7 +206,7 @@ def delete_node(db: Database, index: VectorIndex, settings: Settings, node_id: s
     """A schema, intention or core schema with its edges and evidence links; the facts stay. Under
     the user's writer lease, which consolidation's graph writes hold too."""
     user_id = node_owner(db, node_id)
-    with writer_lease(db, settings, user_id), db.session() as session:
+    with writer_transaction(db, settings, user_id) as session:
         node = session.get(Node, node_id)
         if node is None:  # deleted by someone else while we waited for the lease
             raise NotFound(f"no graph node with id {node_id}")
@@ -204,7 +220,7 @@ def delete_session(db: Database, index: VectorIndex, settings: Settings, user_id
                    compact: bool = False) -> Deletion:
     """Every turn of one session and every item extracted from them."""
     result = Deletion(user_id=user_id)
-    with writer_lease(db, settings, user_id), db.session() as session:
+    with writer_transaction(db, settings, user_id) as session:
         raws = list(session.scalars(select(RawInput).where(RawInput.user_id == user_id,
                                                            RawInput.session_id == session_id)))
         if not raws:
@@ -259,7 +275,7 @@ def delete_user(db: Database, index: VectorIndex, settings: Settings, user_id: s
         if session.get(User, user_id) is None:
             raise NotFound(f"unknown user {user_id!r}: nothing has been stored for this user")
     result = UserDeletion(user_id=user_id)
-    with writer_lease(db, settings, user_id), db.session() as session:
+    with writer_transaction(db, settings, user_id) as session:
         raw_ids = list(session.scalars(select(RawInput.id).where(RawInput.user_id == user_id)))
         item_ids = list(session.scalars(select(Item.id).where(Item.user_id == user_id)))
         node_ids = list(session.scalars(select(Node.id).where(Node.user_id == user_id)))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 
-from dcpm.admin.delete import writer_lease
+from dcpm.admin.delete import fenced, writer_lease
 from dcpm.config import Settings
 from dcpm.domain import Turn
 from dcpm.embedding import Embedder
@@ -27,8 +27,8 @@ def revise_text(db: Database, index: VectorIndex, embedder: Embedder, settings: 
     raw turns are immutable ground truth (Invalid)."""
     check_turns([Turn(text=text)], settings)  # the limits of any stored text
     user_id = owner_of(db, item_id)
-    with writer_lease(db, settings, user_id):
-        with db.session() as session:
+    with writer_lease(db, settings, user_id) as holder:
+        with fenced(db, settings, user_id, holder) as session:
             item = find_memory(session, item_id)
             if isinstance(item, RawInput):
                 raise Invalid(f"{item_id} is a raw turn; raw turns are kept verbatim and cannot be edited")

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Callable
 
 from pydantic import ValidationError
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from dcpm.admin.delete import writer_lease
 from dcpm.config import Settings
@@ -23,6 +25,7 @@ from dcpm.embedding import Embedder
 from dcpm.index import VectorIndex, projection
 from dcpm.llm import LLMClient, ToolCall, Usage
 from dcpm.llm.prompts import induce
+from dcpm.store import leases
 from dcpm.store.consent import consent_of
 from dcpm.store.db import Database
 from dcpm.store.models import ClusterDone, Item, Node
@@ -91,18 +94,22 @@ def induce_cluster(db: Database, index: VectorIndex, embedder: Embedder, llm: LL
     prompt = induce.render(facts[:settings.consolidation_max_facts_per_call],
                            [(f"n{n + 1}", node.kind, node.text, node.domain) for n, node in enumerate(nodes)])
     calls = llm.tool_calls(induce.SYSTEM, prompt, induce.TOOLS, usage, "induce")
-    with writer_lease(db, settings, user_id):
-        return apply_calls(db, index, embedder, user_id, cluster, [n.id for n in nodes], calls, run_id)
+    with writer_lease(db, settings, user_id) as holder:
+        return apply_calls(db, index, embedder, user_id, cluster, [n.id for n in nodes], calls, run_id,
+                           fence=lambda session: leases.fence(session, f"write:{user_id}", holder,
+                                                              settings.writer_lease_seconds))
 
 
 def apply_calls(db: Database, index: VectorIndex, embedder: Embedder, user_id: str, cluster: Cluster,
-                node_ids: list[str], calls: list[ToolCall], run_id: str) -> Induced:
+                node_ids: list[str], calls: list[ToolCall], run_id: str,
+                fence: Callable[[Session], None] = lambda session: None) -> Induced:
     """Validate and apply in emission order, in one transaction together with marking the
     cluster done, so a crash never leaves half a cluster applied. The caller holds the user's
     writer lease, so the new nodes' vectors are written before a delete can remove them."""
     result = Induced()
     created: list[Node] = []
     with db.session() as session:
+        fence(session)  # first: a run whose writer lease was taken over writes nothing
         resolve = _Resolver(session, user_id, cluster, node_ids)
         consent = consent_of(session, user_id)
         for call in calls:

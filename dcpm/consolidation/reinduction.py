@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import or_, select
 
-from dcpm.admin.delete import writer_lease
+from dcpm.admin.delete import writer_transaction
 from dcpm.admin.nodes import remove_nodes
 from dcpm.consolidation.backends import Backends
 from dcpm.consolidation.graph import evidence_of, members_key
@@ -53,7 +53,7 @@ def reinduce(backends: Backends, user_id: str, run_id: str, usage: Usage, dry_ru
     if dry_run:
         return result
     for node_id in stale:
-        with writer_lease(backends.db, backends.settings, user_id), backends.db.session() as session:
+        with writer_transaction(backends.db, backends.settings, user_id) as session:
             node = session.get(Node, node_id)
             if node is None:  # deleted meanwhile
                 continue

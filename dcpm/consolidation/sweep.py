@@ -12,7 +12,7 @@ import networkx as nx
 import numpy as np
 from sqlalchemy import select, update
 
-from dcpm.admin.delete import writer_lease
+from dcpm.admin.delete import fenced, writer_lease
 from dcpm.config import Settings
 from dcpm.consolidation.graph import add_edge, add_evidence, create_node, evidence_of, members_key, text_hash
 from dcpm.domain import NodeKind, NodeStatus
@@ -97,8 +97,8 @@ def induce_core_schema(db: Database, index: VectorIndex, embedder: Embedder, llm
             return None
     answer = llm.structured(core_schema.SYSTEM, core_schema.render([(m.text, m.domain, m.behavior) for m in members]),
                             core_schema.CoreSchemaAnswer, usage, "core_schema")
-    with writer_lease(db, settings, user_id):
-        with db.session() as session:
+    with writer_lease(db, settings, user_id) as holder:
+        with fenced(db, settings, user_id, holder) as session:
             current = [session.get(Node, m.id) for m in members]
             evidence = {item for items in evidence_of(session, [m.id for m in members]).values() for item in items}
             if not evidence or any(m is None or m.status != NodeStatus.ACTIVE for m in current):

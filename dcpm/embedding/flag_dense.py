@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from pathlib import Path
 from typing import Sequence
 
@@ -65,6 +66,7 @@ class FlagDenseEmbedder:
         self.name = settings.embedder
         self.model = flag.model.to(self.device).eval()
         self.tokenizer = flag.tokenizer
+        self._tokenizing = threading.Lock()
         self.pooling = settings.embedder_pooling
         self.query_instruction = settings.query_instruction
         self.batch_size = settings.embed_batch_size
@@ -103,8 +105,10 @@ class FlagDenseEmbedder:
         with torch.inference_mode():
             for start in range(0, len(texts), self.batch_size):
                 chunk = [texts[n] for n in order[start:start + self.batch_size]]
-                batch = self.tokenizer(chunk, padding=True, truncation=True, max_length=MAX_TOKENS,
-                                       return_tensors="pt").to(self.device)
+                with self._tokenizing:  # a fast tokenizer's padding/truncation state is not thread-safe
+                    batch = self.tokenizer(chunk, padding=True, truncation=True, max_length=MAX_TOKENS,
+                                           return_tensors="pt")
+                batch = batch.to(self.device)
                 for model_rows, model in zip(rows, models):
                     hidden = model(**batch, return_dict=True).last_hidden_state
                     model_rows.append(pool(hidden, batch["attention_mask"], self.pooling).float().cpu().numpy())

@@ -90,3 +90,24 @@ def test_a_node_that_lost_evidence_is_no_longer_surfaced(service):
     result = service.search(query)
     assert result.nodes == [] and "changing what she drinks" not in result.context
     assert service.graph("ana").nodes == []
+
+
+def test_a_delete_or_edit_whose_lease_was_taken_over_writes_nothing(service):
+    from sqlalchemy import update
+
+    from dcpm.errors import Conflict
+    from dcpm.store.models import Lease
+
+    coffee, black, green = ana_drinks_chain(service)
+    with admin_delete.writer_lease(service.db, service.settings, "ana") as holder:
+        with service.db.session() as session:  # another process decided we were dead and took over
+            session.execute(update(Lease).where(Lease.name == "write:ana").values(holder="elsewhere:1:taken"))
+        try:
+            with admin_delete.fenced(service.db, service.settings, "ana", holder) as session:
+                session.delete(session.get(Item, green.id))
+        except leases.LeaseLost:
+            pass
+        else:
+            raise AssertionError("a write under a lost lease went through")
+        assert issubclass(leases.LeaseLost, Conflict)
+    assert service.get(green.id).text == green.text

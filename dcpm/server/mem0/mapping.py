@@ -58,6 +58,9 @@ class Scope:
     run_id: str | None = None
 
 
+MAX_FILTER_DEPTH = 8
+
+
 def scope_of(filters: dict[str, Any] | None, **top_level: str | None) -> Scope:
     """The one user (and optional run, dcpm's session) a request is about, from Mem0 `filters`
     (plain keys or an AND list) and top-level entity ids. dcpm keeps memories per user, so the
@@ -97,23 +100,25 @@ def query_filters(text: str | None) -> dict[str, Any] | None:
         return None
     try:
         parsed = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         try:
             parsed = ast.literal_eval(text)
-        except (ValueError, SyntaxError):
+        except (ValueError, SyntaxError, RecursionError, MemoryError):
             raise Invalid("filters must be a JSON object") from None
     if not isinstance(parsed, dict):
         raise Invalid("filters must be a JSON object")
     return parsed
 
 
-def _filter_terms(filters: dict[str, Any]) -> Iterable[tuple[str, Any]]:
+def _filter_terms(filters: dict[str, Any], depth: int = 0) -> Iterable[tuple[str, Any]]:
+    if depth > MAX_FILTER_DEPTH:  # a hostile nesting would otherwise exhaust the stack (a 500)
+        raise Invalid(f"filters nest deeper than {MAX_FILTER_DEPTH} levels")
     for key, value in filters.items():
         if key == "AND":
             if not isinstance(value, list) or not all(isinstance(part, dict) for part in value):
                 raise Invalid("AND takes a list of filter objects")
             for part in value:
-                yield from _filter_terms(part)
+                yield from _filter_terms(part, depth + 1)
         elif key in ("OR", "NOT"):
             raise Invalid(f"{key} filters are not supported: name one user_id")
         else:

@@ -1,0 +1,33 @@
+"""Hostile Mem0 filters: nesting deep enough to exhaust the parser's stack is refused with a
+clear 4xx, never a server error, whether it comes in the body or in the query string."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+
+from dcpm.server.app import create_app
+
+HEADERS = {"Authorization": "Token anything"}
+JSON = {**HEADERS, "content-type": "application/json"}
+
+
+def search(filters: str) -> str:
+    return '{"query": "bees", "filters": ' + filters + "}"
+
+
+def nested(depth: int) -> str:
+    """The filters as JSON text, written out by hand: too deep for Python's own encoder."""
+    return '{"AND": [' * depth + '{"user_id": "ana"}' + "]}" * depth
+
+
+def test_deeply_nested_filters_are_refused_not_a_server_error(service):
+    with TestClient(create_app(service)) as api:
+        api.post("/v1/memories", json={"user_id": "ana", "text": "Ana keeps bees", "infer": False})
+        shallow = api.post("/v3/memories/search/", content=search(nested(3)), headers=JSON)
+        assert shallow.status_code == 200, shallow.text
+        for depth in (50, 2000):  # 2000: past Python's recursion limit
+            body = api.post("/v3/memories/search/", content=search(nested(depth)), headers=JSON)
+            assert 400 <= body.status_code < 500, (depth, body.status_code)
+            query = api.delete("/v1/memories/", params={"filters": nested(depth)}, headers=HEADERS)
+            assert 400 <= query.status_code < 500, (depth, query.status_code)
+        assert api.post("/v1/search", json={"user_id": "ana", "query": "bees"}).json()["hits"]
