@@ -49,6 +49,17 @@ def slow_extraction(turns: list[str]) -> dict:
     return one_fact_per_turn(turns)
 
 
+def busy_retried(call, attempts: int = 20):  # type: ignore[no-untyped-def]
+    """A delete waits for the user's writer lease only as long as the lease lasts (2 s here), then
+    answers 409 busy, as a client should expect under load: it tries again."""
+    for _ in range(attempts):
+        response = call()
+        if response.status_code != 409:
+            return response
+        time.sleep(0.5)
+    return response
+
+
 def a_user_life(url: str, user: str, lines: list[str], seed: int, ledger: dict, lock: threading.Lock) -> None:
     """What one assistant does for its user: adds (some waiting, some not), searches, a manual
     edit of a current belief, and one deletion."""
@@ -70,7 +81,7 @@ def a_user_life(url: str, user: str, lines: list[str], seed: int, ledger: dict, 
             if number == 3:
                 items = http.get(f"/v1/users/{user}/items").json()["items"]
                 if items:
-                    deleted = http.delete(f"/v1/items/{rng.choice(items)['id']}")
+                    deleted = busy_retried(lambda: http.delete(f"/v1/items/{rng.choice(items)['id']}"))
                     assert deleted.status_code in (200, 404), deleted.text
                     if deleted.status_code == 200:
                         with lock:
