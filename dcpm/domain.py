@@ -113,6 +113,19 @@ def as_utc(moment: datetime | None) -> datetime:
     return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
 
 
+LABEL_CHARS = 64  # items.type and items.topic are String(64)
+
+
+def without_nul(text: str) -> str:
+    """Text as every store takes it: PostgreSQL refuses NUL characters in text columns."""
+    return text.replace("\x00", "")
+
+
+def label(text: str) -> str:
+    """A short label (a type, a topic) cut to fit its column: clamped, never refused."""
+    return without_nul(text).strip()[:LABEL_CHARS]
+
+
 USER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@\-]{0,127}$")
 
 

@@ -7,16 +7,15 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
-LABEL_CHARS = 64  # items.type and items.topic are String(64); an event time or a handle is shorter
+from dcpm.domain import LABEL_CHARS, label, without_nul  # an event time or a handle is shorter than a label
 
 
 def _without_nul(value: Any) -> Any:
-    return value.replace("\x00", "") if isinstance(value, str) else value
+    return without_nul(value) if isinstance(value, str) else value
 
 
 def _label(value: Any) -> Any:
-    value = _without_nul(value)
-    return value.strip()[:LABEL_CHARS] if isinstance(value, str) else value
+    return label(value) if isinstance(value, str) else value
 
 
 # Free text: PostgreSQL refuses NUL characters in text columns, so they are dropped.

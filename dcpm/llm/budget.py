@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Sequence
 
 from pydantic import BaseModel
@@ -38,9 +39,14 @@ class Budget:
     def room(self, system: str, answer: type[BaseModel]) -> int:
         """Bytes left for the user message. The schema is counted even where the server takes it
         as `response_format` rather than in the prompt."""
-        fixed = (estimate_tokens(system) + estimate_tokens(json.dumps(answer.model_json_schema()))
-                 + self.answer_tokens + CHAT_OVERHEAD_TOKENS)
+        fixed = estimate_tokens(system) + _schema_tokens(answer) + self.answer_tokens + CHAT_OVERHEAD_TOKENS
         return max(MIN_ROOM_BYTES, (self.context_tokens - fixed) * BYTES_PER_TOKEN)
+
+
+@lru_cache(maxsize=None)
+def _schema_tokens(answer: type[BaseModel]) -> int:
+    """A prompt's answer schema never changes: estimated once per answer model, not per request."""
+    return estimate_tokens(json.dumps(answer.model_json_schema()))
 
 
 def cut(text: str, max_bytes: int) -> str:

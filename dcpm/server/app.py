@@ -18,7 +18,7 @@ from dcpm import __version__
 from dcpm.errors import DcpmError, invalid_from
 from dcpm.server.caller import current_principal
 from dcpm.server.capacity import WaitingAdds
-from dcpm.server.guards import BodyLimit, BodyTooLarge, SameOrigin, error_body, trusted_hosts
+from dcpm.server.guards import BodyLimit, BodyTooLarge, SameOrigin, error_body, too_large, trusted_hosts
 from dcpm.server.health import HealthReport, public_view, sees_details
 from dcpm.server.mem0.routes import mem0_router
 from dcpm.server.routes.consolidation import consolidation_router
@@ -68,7 +68,7 @@ def create_app(service: MemoryService, bound_host: str | None = None) -> FastAPI
 
     @app.exception_handler(BodyTooLarge)
     async def _too_large(_: Request, exc: BodyTooLarge) -> JSONResponse:
-        return JSONResponse(error_body("too_large", str(exc.detail)), status_code=413)
+        return too_large(exc)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

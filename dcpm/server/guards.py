@@ -32,10 +32,14 @@ def trusted_hosts(bound_host: str, allowed: list[str]) -> list[str]:
 
 class BodyTooLarge(HTTPException):
     """Raised from the counted `receive`; FastAPI re-raises an HTTPException met while reading a
-    body, so the app's handler answers it."""
+    body, so the app's handler answers it (with `too_large`, as the middleware does)."""
 
     def __init__(self, max_bytes: int):
         super().__init__(status_code=413, detail=f"request body over {max_bytes} bytes")
+
+
+def too_large(exc: BodyTooLarge) -> JSONResponse:
+    return JSONResponse(error_body("too_large", str(exc.detail)), status_code=exc.status_code)
 
 
 class BodyLimit:
@@ -77,8 +81,7 @@ class BodyLimit:
             await self._refuse(scope, receive, send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = JSONResponse(error_body("too_large", f"request body over {self.max_bytes} bytes"), status_code=413)
-        await response(scope, receive, send)
+        await too_large(BodyTooLarge(self.max_bytes))(scope, receive, send)
 
 
 def endpoint(scheme: str, netloc: str) -> tuple[str, str] | None:

@@ -20,12 +20,10 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
-from dcpm.domain import EventAction, Op, as_utc
+from dcpm.domain import EventAction, Op, as_utc, label, without_nul
 from dcpm.errors import Conflict
 from dcpm.store import events
 from dcpm.store.models import Item, ItemRevision, utcnow
-
-LABEL_CHARS = 64  # the width of items.type and items.topic
 
 
 @dataclass(frozen=True)
@@ -57,13 +55,8 @@ class NewItem(ItemContent):
     metadata: dict[str, Any] | None = None
 
 
-def clean(text: str) -> str:
-    """Text as every store takes it: PostgreSQL refuses NUL characters."""
-    return text.replace("\x00", "")
-
-
 def _label(value: str | None) -> str | None:
-    return clean(value).strip()[:LABEL_CHARS] or None if value is not None else None
+    return label(value) or None if value is not None else None
 
 
 def _storable(moment: datetime | None) -> datetime | None:
@@ -78,7 +71,7 @@ def _storable(moment: datetime | None) -> datetime | None:
 
 def bounded(new: NewItem) -> NewItem:
     """What the LLM (or any caller) produced, cut to fit the columns it goes into."""
-    return replace(new, text=clean(new.text), type=_label(new.type), topic=_label(new.topic),
+    return replace(new, text=without_nul(new.text), type=_label(new.type), topic=_label(new.topic),
                    event_time=_storable(new.event_time))
 
 
@@ -128,7 +121,7 @@ def update_text(session: Session, item: Item, text: str, *, raw_id: str | None =
     """UPDATE: extend an item in place, keeping the previous text in its revision history.
     Applies only to the revision the caller read (Conflict otherwise); the vector is stale until
     the caller re-indexes the item."""
-    text, before = clean(text), item.text
+    text, before = without_nul(text), item.text
     session.add(ItemRevision(item_id=item.id, revision=item.revision, text=item.text, op=Op.UPDATE, raw_id=raw_id))
     _write_if(session, item, (Item.revision == item.revision) & Item.superseded_by_id.is_(None),
               f"item {item.id} changed while it was being updated", text=text, revision=item.revision + 1)
