@@ -15,6 +15,11 @@ OpenNetwork = Annotated[bool, typer.Option("--allow-open-network", help="Serve a
                                                                       "with no credential (DCPM_ALLOW_OPEN_NETWORK).")]
 
 
+def settings_with(allow_open_network: bool):  # type: ignore[no-untyped-def]
+    """The settings, with --allow-open-network (when given) over DCPM_ALLOW_OPEN_NETWORK."""
+    return settings(**({"allow_open_network": True} if allow_open_network else {}))
+
+
 def serve(host: Annotated[Optional[str], typer.Option(help="Bind address (DCPM_HOST).")] = None,
           port: Annotated[Optional[int], typer.Option(help="Port (DCPM_PORT).")] = None,
           allow_open_network: OpenNetwork = False, log_level: str = "info") -> None:
@@ -26,7 +31,7 @@ def serve(host: Annotated[Optional[str], typer.Option(help="Bind address (DCPM_H
     DCPM_ALLOWED_HOSTS), and browsers may call it from its own pages only."""
     from dcpm.server.daemon import run_daemon
 
-    run_daemon(settings(**({"allow_open_network": True} if allow_open_network else {})), host, port, log_level)
+    run_daemon(settings_with(allow_open_network), host, port, log_level)
 
 
 def mcp(user: Annotated[Optional[str], typer.Option(help="The user every tool call acts for (DCPM_MCP_USER); "
@@ -53,5 +58,5 @@ def mcp(user: Annotated[Optional[str], typer.Option(help="The user every tool ca
 
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    serve_mcp(settings(), user=user, transport=transport, host=host, port=port, allow_delete=allow_delete,
-              allow_open_network=allow_open_network)
+    serve_mcp(settings_with(allow_open_network), user=user, transport=transport, host=host, port=port,
+              allow_delete=allow_delete)

@@ -172,7 +172,7 @@ def stdout_to_stderr() -> Iterator[None]:
 
 
 def serve_mcp(settings: Any, *, user: str | None = None, transport: str = "stdio", host: str = "127.0.0.1",
-              port: int = 8421, allow_delete: bool | None = None, allow_open_network: bool = False) -> None:
+              port: int = 8421, allow_delete: bool | None = None) -> None:
     """`dcpm mcp`: open the memory (the daemon's client, or the store here with its background
     loops) and serve it on stdio or streamable HTTP until the client or the process stops.
     `user` and `allow_delete` default to DCPM_MCP_USER and DCPM_MCP_ALLOW_DELETE. HTTP is refused
@@ -183,7 +183,7 @@ def serve_mcp(settings: Any, *, user: str | None = None, transport: str = "stdio
     if transport not in ("stdio", "http"):
         raise Invalid(f"unknown transport {transport!r}: use stdio or http")
     user = user or settings.mcp_user or None
-    refusal = mcp_http_refusal(settings, host, user, allow_open_network) if transport == "http" else None
+    refusal = mcp_http_refusal(settings, host, user) if transport == "http" else None
     if refusal:
         raise Invalid(refusal)
     with contextlib.ExitStack() as stack:

@@ -35,14 +35,14 @@ def exposure_refusal(settings: Settings, host: str, db: Database) -> str | None:
             "(DCPM_ALLOW_OPEN_NETWORK=true) if the network is yours alone.")
 
 
-def mcp_http_refusal(settings: Settings, host: str, user: str | None, allow_open_network: bool) -> str | None:
+def mcp_http_refusal(settings: Settings, host: str, user: str | None) -> str | None:
     """Why `dcpm mcp --transport http` is refused, or None. That server has no authentication of
     its own and acts with the CLI's credential, so it must act for one configured user (a
     client-chosen `_meta` user would let any caller reach every user), and on loopback only."""
     if not user:
         return ("--transport http needs --user (DCPM_MCP_USER): the HTTP server checks no credential, so it "
                 "acts for one configured user; request metadata naming the user is taken on stdio only")
-    if not is_loopback(host) and not (allow_open_network or settings.allow_open_network):
+    if not is_loopback(host) and not settings.allow_open_network:
         return (f"refusing to serve MCP on {host}: it has no authentication, so every machine that reaches it "
                 f"would act as {user}. Serve 127.0.0.1, or pass --allow-open-network if the network is yours alone.")
     return None
