@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import (
@@ -32,6 +32,17 @@ class Settings(BaseSettings):
     qdrant_url: str = ""  # empty: embedded qdrant-edge shard in data_dir
     qdrant_api_key: SecretStr = SecretStr("")
     qdrant_collection: str = "dcpm_memories"
+
+    # Vector index backend (dcpm.index): the embedded shard, a Qdrant server, or pgvector in PostgreSQL
+    index_backend: Literal["", "edge", "qdrant", "pgvector"] = ""  # empty: qdrant when qdrant_url is set, else edge
+    pgvector_url: str = ""  # the PostgreSQL holding the pgvector index; empty: database_url
+    pgvector_table: str = "dcpm_vectors"  # its tables: this name, NAME_terms (BM25 weights), NAME_meta
+    pgvector_user_hnsw_rows: int = 10_000  # a user past this many points gets an HNSW graph of their own
+    pgvector_build_memory: str = "512MB"  # maintenance_work_mem while such a graph is built
+    qdrant_on_disk: bool = False  # vectors and HNSW graph memory-mapped from disk (collections past RAM)
+    qdrant_quantization: Literal["", "int8"] = ""  # int8: scalar-quantized copy in RAM, originals rescore
+    qdrant_shards: int = 1  # shards of a new collection (a cluster spreads them over its nodes)
+    qdrant_replication_factor: int = 1  # copies of each shard on different nodes of a cluster
 
     # Embeddings
     embedder: str = DEFAULT_EMBEDDER  # name or path; "bge-m3" selects BGEM3FlagModel
@@ -59,7 +70,22 @@ class Settings(BaseSettings):
     adapter_pair_max_cos: float = 0.5  # later messages this close to their fact teach similarity: dropped
 
     # Read path (DCPM 3.1)
-    hybrid_alpha: float = 0.7  # score = alpha*dense + (1-alpha)*sparse
+    # score = alpha * dense + (1 - alpha) * lexical, both absolute and in [0, 1] (dcpm.read.fusion):
+    # dense = logistic((cosine - center) / width), lexical = bm25 / (bm25 + k). Measured by
+    # scripts/eval_scores.py (MiniLM, LoCoMo conversations as memories): a logistic regression of
+    # "the memory asked about" against "the best match of an unrelated question" puts the center at
+    # cosine 0.30; its own width (0.04) ranks badly (LoCoMo R@10 0.62), 0.25 keeps the order of
+    # close candidates; alpha and k are the middle of the plateau of LoCoMo R@10 (0.715, was 0.708).
+    # The DCPM paper's alpha = 0.7 weighted per-query min-max scaled scores; on these calibrated
+    # components 0.7 drops LoCoMo R@10 to 0.658 (k = 30), so the measured 0.5 is the default.
+    hybrid_alpha: float = 0.5
+    score_dense_center: float = 0.30
+    score_dense_width: float = 0.25
+    score_lexical_k: float = 30.0
+    # Hits (and context-block lines) scoring below this are left out. Measured the same way: the
+    # 95th percentile of the best score an unrelated question finds among 369-689 chatty turns
+    # (0.364 frozen, 0.374 with the shipped adapter); paraphrase targets score 0.45-0.6 (p25-p75).
+    search_threshold: float = 0.37
     hnsw_m: int = 32
     hnsw_ef_construct: int = 128
     hnsw_ef: int = 128
@@ -102,7 +128,10 @@ class Settings(BaseSettings):
     collision_max_semantic_cos: float = 0.40  # ... semantically far
     consolidation_cron: str = "0 3 * * *"  # the daemon's nightly run (crontab syntax, local time)
     consolidation_schedule: bool = True
-    consolidation_lease_seconds: float = 1800.0
+    consolidation_lease_seconds: float = 300.0  # renewed while held; a dead worker's users wait this long
+    # A pass over all users (cron on several hosts, `dcpm consolidate --all`) skips a user consolidated
+    # less than this long before it began, so workers started minutes apart do not redo each other's users.
+    consolidation_pass_window_seconds: float = 600.0
 
     # Server
     host: str = "127.0.0.1"
@@ -151,9 +180,15 @@ class Settings(BaseSettings):
         """A database other processes share needs a vector index they share too: a daemon with its
         own embedded shard would miss the others' writes in search and reconciliation, and its
         deletes would leave their vectors behind (the embedded shard belongs to one process)."""
-        if not self.sqlalchemy_url.startswith("sqlite") and not self.qdrant_url:
+        if not self.sqlalchemy_url.startswith("sqlite") and self.vector_backend == "edge":
             raise Invalid("database_url names a shared database but the vector index is the embedded shard of "
-                          "this data directory: set DCPM_QDRANT_URL to the Qdrant server every daemon shares")
+                          "this data directory: set DCPM_INDEX_BACKEND=pgvector (vectors in that PostgreSQL) "
+                          "or DCPM_QDRANT_URL to the Qdrant server every daemon shares")
+
+    @property
+    def vector_backend(self) -> str:
+        """The index backend in effect: the one named, else a Qdrant server when a URL is set."""
+        return self.index_backend or ("qdrant" if self.qdrant_url else "edge")
 
     @property
     def llm_configured(self) -> bool:

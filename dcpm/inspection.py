@@ -6,9 +6,9 @@ so these answer without loading an embedder."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Callable
+from typing import Callable, Sequence
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from dcpm.api.models import (
@@ -34,14 +34,17 @@ from dcpm.domain import ITEM_KINDS, ItemKind, NodeStatus, RawStatus, as_utc, che
 from dcpm.embedding import Embedder
 from dcpm.errors import Conflict, Invalid, NotFound
 from dcpm.index import VectorIndex
-from dcpm.llm import reachability
+from dcpm.index.base import Condition
+from dcpm.index.row_filter import metadata_clause
 from dcpm.store import events
 from dcpm.store.chains import believed_at, walk_chain
 from dcpm.store.consent import consent_of, set_consent
 from dcpm.store.db import Database
+from dcpm.store.listing import page, page_together
 from dcpm.store.models import ConsolidationRun, Edge, Evidence, Item, ItemRevision, Node, RawInput, User
 
 ITEM_STATUSES = ("current", "superseded")
+EVERY_ITEM = "items"  # the listing kind of items of every kind, without turns
 
 
 def require_user(session: Session, user_id: str) -> None:
@@ -57,38 +60,36 @@ def known_user(db: Database, user_id: str) -> None:
         require_user(session, user_id)
 
 
-def _page(session: Session, query: Select, order: tuple, offset: int, limit: int) -> tuple[int, list]:
-    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    return total, list(session.scalars(query.order_by(*order).offset(offset).limit(limit)))
-
-
 def list_memories(db: Database, user_id: str, kind: str | None = None, limit: int = 50, offset: int = 0,
-                  status: str | None = None, topic: str | None = None,
-                  since: datetime | None = None) -> ListResponse:
-    """A user's items (or raw turns with kind="raw"), oldest first. `status` is current or
-    superseded for items, a raw status for turns; `since` compares the time the belief started
-    to hold (or the turn was said)."""
+                  status: str | None = None, topic: str | None = None, since: datetime | None = None,
+                  metadata: Sequence[Condition] = ()) -> ListResponse:
+    """A user's memories, oldest first. With no `kind`, what a search finds, each once: the items
+    and the turns not (or not yet) extracted into items (stored verbatim only, waiting, failed);
+    with an item kind those items, with kind="items" every item, with kind="raw" every turn. `status` is current or superseded
+    for items (a raw status with kind="raw"), `since` compares the time the belief started to hold
+    (or the turn was said), `metadata` holds metadata conditions (dcpm.index.row_filter)."""
     if limit < 1 or limit > 1000 or offset < 0:
         raise Invalid("limit must be 1..1000 and offset >= 0")
     since = as_utc(since) if since else None
     with db.session() as session:
         require_user(session, user_id)
+        dialect = session.get_bind().dialect.name
+        turns = select(RawInput).where(RawInput.user_id == user_id,
+                                       metadata_clause(RawInput.meta, metadata, dialect))
+        if since:
+            turns = turns.where(RawInput.timestamp >= since)
         if kind == ItemKind.RAW:
             if status is not None and status not in tuple(RawStatus):
                 raise Invalid(f"status of raw turns is one of {', '.join(RawStatus)}")
-            query = select(RawInput).where(RawInput.user_id == user_id)
-            if status:
-                query = query.where(RawInput.status == status)
-            if since:
-                query = query.where(RawInput.timestamp >= since)
-            total, rows = _page(session, query, (RawInput.timestamp, RawInput.position), offset, limit)
+            total, rows = page(session, turns.where(RawInput.status == status) if status else turns,
+                                (RawInput.timestamp, RawInput.position), offset, limit)
             return ListResponse(user_id=user_id, total=total, items=[raw_out(r) for r in rows])
-        if kind is not None and kind not in ITEM_KINDS:
-            raise Invalid(f"unknown kind {kind!r}; use one of {', '.join(ItemKind)}")
+        if kind is not None and kind not in (*ITEM_KINDS, EVERY_ITEM):
+            raise Invalid(f"unknown kind {kind!r}; use one of {', '.join(ItemKind)}, or {EVERY_ITEM}")
         if status not in (None, *ITEM_STATUSES):
             raise Invalid(f"status of items is current or superseded (raw turns: {', '.join(RawStatus)})")
-        query = select(Item).where(Item.user_id == user_id)
-        if kind:
+        query = select(Item).where(Item.user_id == user_id, metadata_clause(Item.meta, metadata, dialect))
+        if kind in ITEM_KINDS:
             query = query.where(Item.kind == kind)
         if status:
             query = query.where(Item.superseded_by_id.is_(None) if status == "current"
@@ -97,8 +98,15 @@ def list_memories(db: Database, user_id: str, kind: str | None = None, limit: in
             query = query.where(Item.topic == topic)
         if since:
             query = query.where(Item.valid_from >= since)
-        total, rows = _page(session, query, (Item.valid_from, Item.created_at), offset, limit)
+        if kind is None and status != "superseded" and not topic:  # a turn is no revision and has no topic
+            total, rows = page_together(session, query, turns.where(RawInput.status != RawStatus.DONE), offset, limit)
+            return ListResponse(user_id=user_id, total=total, items=[_out(r) for r in rows])
+        total, rows = page(session, query, (Item.valid_from, Item.created_at), offset, limit)
         return ListResponse(user_id=user_id, total=total, items=[item_out(i) for i in rows])
+
+
+def _out(row: Item | RawInput) -> ItemOut | RawOut:
+    return raw_out(row) if isinstance(row, RawInput) else item_out(row)
 
 
 def chain_links(chain: list[Item], as_of: datetime | None) -> list[ChainLink]:
@@ -242,21 +250,26 @@ def runs(db: Database, user_id: str | None = None, limit: int = 50, job_id: str 
         return [run_out(r) for r in session.scalars(query)]
 
 
-def health(db: Database, index: Callable[[], VectorIndex], embedder: Callable[[], Embedder],
+def health(db: Database, index: Callable[[], VectorIndex] | None, embedder: Callable[[], Embedder] | None,
            settings: Settings) -> dict:
-    """Store, index, embedder and LLM endpoint; reports every failure, never raises."""
+    """Store, index, embedder and LLM endpoint; reports every failure, never raises. An index or
+    embedder given as None is not open in this process (a command that needs no model): not probed."""
     report: dict = {"status": "ok"}
     for part, probe in (("store", lambda: {"url": db.engine.url.render_as_string(hide_password=True),
                                            "ping": db.ping()}),
-                        ("index", lambda: {"backend": index().backend, "points": index().count()}),
-                        ("embedder", lambda: {"name": embedder().name, "dim": embedder().dim,
-                                              "device": embedder().device})):
+                        ("index", index and (lambda: {"backend": index().backend, "points": index().count()})),
+                        ("embedder", embedder and (lambda: {"name": embedder().name, "dim": embedder().dim,
+                                                            "device": embedder().device}))):
+        if probe is None:
+            report[part] = {"ok": None, "detail": "not opened by this process"}
+            continue
         try:
             details = {k: v for k, v in probe().items() if k != "ping"}
             report[part] = {"ok": True, **details}
         except Exception as exc:
             report[part] = {"ok": False, "error": str(exc)}
             report["status"] = "degraded"
+    from dcpm.llm import reachability  # the LLM client's stack only when health is asked
     report["llm"] = reachability(settings)
     return report
 

@@ -1,44 +1,43 @@
 """The composition root: builds the store, index, embedder, LLM client, writer and System 2 of one
 process, and implements the `Memory` contract (dcpm.api.protocol) by calling the module that
 owns each operation. Heavy parts (the embedding model, the vector index, the adapter) are
-opened on first use, so commands that only read the relational store answer without them.
-"""
+opened on first use, so commands that only read the relational store answer without them."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, closing, contextmanager, nullcontext
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from dcpm import inspection
-from dcpm.admin import delete as admin_delete
-from dcpm.admin import edit as admin_edit
-from dcpm.admin import export
+from dcpm.admin import delete as admin_delete, edit as admin_edit, export
 from dcpm.api import models as api
 from dcpm.api.protocol import Memory, Progress
 from dcpm.auth import KeyStore
 from dcpm.config import Settings
-from dcpm.consolidation.jobs import ConsolidationJobs
-from dcpm.consolidation.runs import Backends
 from dcpm.domain import Turn
 from dcpm.embedding import Embedder, load_embedder
 from dcpm.index import VectorIndex, open_index, projection
 from dcpm.index.upkeep import IndexMaintenance
-from dcpm.llm import LLMClient
 from dcpm.read import search as read_search
 from dcpm.read.query import FrozenQueryEncoder, QueryEncoder
-from dcpm.store.datadir import DataDirLock, ensure_free_space, make_data_dir
+from dcpm.store.datadir import DataDirLock, ensure_free_space, make_data_dir, running_daemon_url
 from dcpm.store.db import Database
 from dcpm.write import remember
 from dcpm.write.recovery import RecoveryLoop
 from dcpm.write.writer import Writer
 
+if TYPE_CHECKING:  # System 2 (scikit-learn, networkx) and the LLM client (openai) load on first use
+    from dcpm.consolidation.jobs import ConsolidationJobs
+    from dcpm.llm import LLMClient
+
 log = logging.getLogger("dcpm.service")
+Loading = Callable[[str], AbstractContextManager[object]]  # told what loads (e.g. the model) while it loads
 
 
 class MemoryService:
@@ -47,14 +46,14 @@ class MemoryService:
     store never loads a model (and a misconfigured adapter is refused when first needed)."""
 
     def __init__(self, settings: Settings, *, embedder: Embedder | None = None, repair: bool = True,
-                 lazy: bool = False):
+                 lazy: bool = False, loading: Loading = nullcontext):
         self.settings = settings
         settings.check_shared_index()
         make_data_dir(settings.data_dir)  # 0700: the store holds personal data
         self.db = Database(settings.sqlalchemy_url)
         self.keys = KeyStore(self.db)
-        self.llm = LLMClient(settings) if settings.llm_configured else None
-        self._repair = repair
+        self._repair, self._lazy = repair, lazy
+        self._loading = loading
         self._opening = threading.RLock()
         if embedder is not None:
             self.__dict__["embedder"] = embedder
@@ -63,8 +62,14 @@ class MemoryService:
 
     # --- backends, opened on first use ------------------------------------------------------
     @cached_property
+    def llm(self) -> LLMClient | None:
+        from dcpm.llm import LLMClient
+
+        return LLMClient(self.settings) if self.settings.llm_configured else None
+
+    @cached_property
     def embedder(self) -> Embedder:
-        with self._opening:
+        with self._opening, self._loading(f"loading embedding model {self.settings.embedder}"):
             return self.__dict__.get("embedder") or load_embedder(self.settings)
 
     @cached_property
@@ -110,6 +115,9 @@ class MemoryService:
 
     @cached_property
     def consolidation(self) -> ConsolidationJobs:
+        from dcpm.consolidation.jobs import ConsolidationJobs
+        from dcpm.consolidation.runs import Backends
+
         with self._opening:
             return ConsolidationJobs(Backends(self.db, self.index, self.embedder, self.llm, self.settings))
 
@@ -136,9 +144,10 @@ class MemoryService:
 
     # --- inspection (dcpm.inspection) -------------------------------------------------------
     def list_memories(self, user_id: str, kind: str | None = None, limit: int = 50, offset: int = 0,
-                      status: str | None = None, topic: str | None = None,
-                      since: datetime | None = None) -> api.ListResponse:
-        return inspection.list_memories(self.db, user_id, kind, limit, offset, status, topic, since)
+                      status: str | None = None, topic: str | None = None, since: datetime | None = None,
+                      metadata: api.MetadataFilter | None = None) -> api.ListResponse:
+        return inspection.list_memories(self.db, user_id, kind, limit, offset, status, topic, since,
+                                        api.metadata_conditions(metadata))
 
     def get(self, memory_id: str) -> api.ItemOut | api.RawOut:
         return inspection.get(self.db, memory_id)
@@ -237,7 +246,10 @@ class MemoryService:
         return manifest
 
     def health(self) -> dict:
-        return inspection.health(self.db, lambda: self.index, lambda: self.embedder, self.settings)
+        """A lazy service (one CLI command) probes only what it opened: a model takes seconds to load."""
+        opened = [part for part in ("index", "embedder") if part in self.__dict__ or not self._lazy]
+        return inspection.health(self.db, (lambda: self.index) if "index" in opened else None,
+                                 (lambda: self.embedder) if "embedder" in opened else None, self.settings)
 
     # --- access control (dcpm.auth) ---------------------------------------------------------
     def create_key(self, user_id: str, label: str | None = None) -> api.NewApiKey:
@@ -254,13 +266,9 @@ class MemoryService:
         if getattr(self, "_closed", False):
             return
         self._closed = True
-        opened = self.__dict__
-        if "recovery" in opened:
-            self.recovery.stop()
-        if "maintenance" in opened:
-            self.maintenance.stop()
-        if "index" in opened:
-            self.index.close()
+        for part, stop in (("recovery", "stop"), ("maintenance", "stop"), ("index", "close")):
+            if part in self.__dict__:  # only what was opened
+                getattr(self.__dict__[part], stop)()
         self.db.close()
 
 
@@ -269,28 +277,24 @@ def _deleted(deletion: admin_delete.Deletion) -> api.DeleteResponse:
 
 
 @contextmanager
-def open_memory(settings: Settings, *, background: bool = False) -> Iterator[Memory]:
+def open_memory(settings: Settings, *, background: bool = False, loading: Loading = nullcontext) -> Iterator[Memory]:
     """The daemon's client when one serves this data directory, else the store opened here under
-    the data directory's lock. `background` starts index upkeep and the writer's recovery loop
-    for long-running processes such as the MCP server; without it the store opens lazily, as
-    suits one CLI command."""
-    from dcpm.api.client import daemon_client
+    its lock: lazily, as suits one CLI command (`loading` hears what loads, e.g. the model), or with
+    index upkeep and the writer's recovery loop when `background` (long-running: the MCP server)."""
+    if running_daemon_url(settings.data_dir):  # only then is the HTTP client (httpx) loaded
+        from dcpm.api.client import daemon_client
 
-    client = daemon_client(settings)
-    if client is not None:
-        log.info("using the daemon that serves %s", settings.data_dir)
-        with client:
-            yield client
-        return
-    lock = DataDirLock(settings.data_dir)
-    lock.acquire()
-    try:
-        service = MemoryService(settings, lazy=not background)
-        try:
-            if background:
-                service.start_background()
-            yield service
-        finally:
-            service.close()
-    finally:
-        lock.release()
+        client = daemon_client(settings)
+        if client is not None:
+            log.info("using the daemon that serves %s", settings.data_dir)
+            with client:
+                yield client
+            return
+    with ExitStack() as opened:  # closed in reverse: the service, then the lock
+        lock = DataDirLock(settings.data_dir)
+        lock.acquire()
+        opened.callback(lock.release)
+        service = opened.enter_context(closing(MemoryService(settings, lazy=not background, loading=loading)))
+        if background:
+            service.start_background()
+        yield service

@@ -31,6 +31,7 @@ Run
     python scripts/eval_locomo.py --dense-only         # alpha = 1.0
     python scripts/eval_locomo.py --alpha 0.5 --set candidate_pool=200 --json out.json
     python scripts/eval_locomo.py --limit-conversations 2   # quick run
+    python scripts/eval_locomo.py --pgvector           # the pgvector index in a throwaway PostgreSQL
     python scripts/eval_locomo.py --data-dir /tmp/locomo --alpha 0.5   # keep the store; a re-run
                         # with the same --data-dir skips the import (same turns, same ids) and only
                         # searches, so read-side settings can be swept cheaply
@@ -77,6 +78,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=None,
                    help="torch intra-op threads (default: torch's own, = CPU cores)")
     p.add_argument("--json", type=Path, default=None, metavar="OUT", help="write the numbers as JSON")
+    p.add_argument("--pgvector", action="store_true",
+                   help="index in pgvector, in a PostgreSQL that pgserver starts under the data directory "
+                        "(the store stays SQLite); --set pgvector_url=... names a running one instead")
     return p.parse_args(argv)
 
 
@@ -168,7 +172,7 @@ def evaluate(svc, samples: list[dict], id_maps: dict[str, dict[str, str]]) -> di
             skipped += 1
             continue
         result = svc.search(SearchRequest(user_id=user_id, query=qa["question"], limit=SEARCH_LIMIT,
-                                          kinds=["raw"]))
+                                          kinds=["raw"], threshold=0))  # ranking is measured, not the cut
         found = [id_maps[user_id].get(h.id, h.metadata.get("dia_id")) for h in result.hits]
         rank = next((n for n, dia in enumerate(found, 1) if dia in gold), None)
         category = int(qa["category"])
@@ -217,6 +221,15 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
+    postgres = None
+    if args.pgvector:
+        overrides["index_backend"] = "pgvector"
+        if "pgvector_url" not in overrides:
+            import pgserver
+
+            data_dir.mkdir(parents=True, exist_ok=True)
+            postgres = pgserver.get_server(data_dir / "postgres")
+            overrides["pgvector_url"] = postgres.get_uri()
     settings = Settings(data_dir=data_dir, **overrides)
     started = time.perf_counter()
     svc = MemoryService(settings)
@@ -231,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
         search_s = time.perf_counter() - t0
     finally:
         svc.close()
+        if postgres is not None:
+            postgres.cleanup()  # stopped before its data directory goes
         if args.data_dir is None:
             shutil.rmtree(data_dir, ignore_errors=True)
 
@@ -242,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{searched} questions searched in {search_s:.1f}s ({1000 * search_s / max(searched, 1):.1f} ms each); "
           f"skipped {report['skipped_questions']} without usable evidence; "
           f"dropped {report['dropped_evidence_ids']} evidence id(s) of turns that do not exist")
-    print_table(report, f"LoCoMo evidence recall - {settings.embedder}, {mode}, pool {settings.candidate_pool}")
+    print_table(report, f"LoCoMo evidence recall - {settings.embedder}, {mode}, pool {settings.candidate_pool}, "
+                        f"index {settings.vector_backend}")
     if args.json:
         out = {"data": str(args.data), "conversations": len(samples), "turns": turns,
                "settings": {"embedder": settings.embedder, "hybrid_alpha": settings.hybrid_alpha,

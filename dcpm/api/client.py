@@ -30,6 +30,7 @@ from dcpm.api.models import (
     ItemOut,
     JobOut,
     ListResponse,
+    MetadataFilter,
     NewApiKey,
     NodeOut,
     RawOut,
@@ -38,6 +39,7 @@ from dcpm.api.models import (
     SearchResponse,
     UpdateMemoryRequest,
     UserOut,
+    metadata_filter_json,
 )
 from dcpm.api.protocol import Progress
 from dcpm.domain import Turn
@@ -105,14 +107,16 @@ class Client:
         return SearchResponse.model_validate(self._call("POST", "/v1/search", json=body))
 
     def list_memories(self, user_id: str, kind: str | None = None, limit: int = 50, offset: int = 0,
-                      status: str | None = None, topic: str | None = None,
-                      since: datetime | None = None) -> ListResponse:
+                      status: str | None = None, topic: str | None = None, since: datetime | None = None,
+                      metadata: MetadataFilter | None = None) -> ListResponse:
         params: dict[str, Any] = {"limit": limit, "offset": offset}
         for key, value in (("kind", kind), ("status", status), ("topic", topic)):
             if value:
                 params[key] = value
         if since:
             params["since"] = since.isoformat()
+        if metadata:
+            params["metadata"] = metadata_filter_json(metadata)
         return ListResponse.model_validate(self._call("GET", f"/v1/users/{_id(user_id)}/items", params=params))
 
     def get(self, memory_id: str) -> ItemOut | RawOut:

@@ -23,6 +23,7 @@ from dcpm.api.models import (
     ItemOut,
     JobOut,
     ListResponse,
+    MetadataFilter,
     NewApiKey,
     NodeOut,
     RawOut,
@@ -46,8 +47,8 @@ class Memory(Protocol):
 
     # --- inspection -------------------------------------------------------------------------
     def list_memories(self, user_id: str, kind: str | None = None, limit: int = 50, offset: int = 0,
-                      status: str | None = None, topic: str | None = None,
-                      since: datetime | None = None) -> ListResponse: ...
+                      status: str | None = None, topic: str | None = None, since: datetime | None = None,
+                      metadata: MetadataFilter | None = None) -> ListResponse: ...
 
     def get(self, memory_id: str) -> ItemOut | RawOut: ...
 

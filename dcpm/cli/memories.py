@@ -45,13 +45,16 @@ def search(user: str, query: str,
            context: Annotated[bool, typer.Option(help="Print the rendered context block.")] = False,
            associative: Annotated[bool, typer.Option(help="Use the associative query adapter when one is "
                                                           "loaded (--no-associative: frozen encoder).")] = True,
+           threshold: Annotated[Optional[float], typer.Option(
+               "--threshold", "--min-score", min=0.0, max=1.0,
+               help="Only memories scoring at least this (0-1; default: the search_threshold setting).")] = None,
            as_json: JsonFlag = False) -> None:
     """Search USER's memories (no LLM)."""
     from dcpm.api.models import SearchRequest
     from dcpm.domain import SEARCH_KINDS
 
     wanted = request(SearchRequest, user_id=user, query=query, limit=limit, kinds=kind or list(SEARCH_KINDS),
-                     as_of=as_of, associative=associative)
+                     as_of=as_of, associative=associative, threshold=threshold)
     with memory() as mem:
         result = mem.search(wanted)
     if as_json:

@@ -78,10 +78,19 @@ def _toml_file(path: Path | None) -> Iterator[None]:
 
 
 def memory() -> ContextManager[Memory]:
-    """The daemon's client when one serves this data directory, else the store opened here."""
+    """The daemon's client when one serves this data directory, else the store opened here (which
+    loads the embedding model only for a command that embeds, and says so: `loading`)."""
     from dcpm.service import open_memory
 
-    return open_memory(settings())
+    return open_memory(settings(), loading=loading)
+
+
+@contextmanager
+def loading(what: str) -> Iterator[None]:
+    """One line on stderr before something slow loads (the model: seconds), so a command that
+    embeds does not look hung; a line rather than a spinner, as a progress bar may be showing."""
+    err.print(f"{what} …", highlight=False)
+    yield
 
 
 def request(model: Any, **fields: Any) -> Any:

@@ -28,7 +28,7 @@ class ConsolidationJobs:
             raise Unavailable("consolidation needs an LLM: set DCPM_LLM_BASE_URL and DCPM_LLM_MODEL")
         job_id = str(uuid.uuid4())
         targets = users if users is not None else all_users(self.backends)
-        thread = threading.Thread(target=run_consolidation, args=(self.backends, targets),
+        thread = threading.Thread(target=run_consolidation, args=(self.backends, users),  # None: a pass over all
                                   kwargs={"dry_run": dry_run, "job_id": job_id},
                                   name=f"dcpm-consolidation-{job_id[:8]}", daemon=True)
         with self._lock:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
 
-import numpy as np
+if TYPE_CHECKING:  # annotations only: numpy loads with the model, not with every CLI command
+    import numpy as np
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """The vector index (ARCHITECTURE "Storage"; DCPM 3.1 HNSW m/ef): the `VectorIndex` protocol
-(`base`), the embedded qdrant-edge shard (`edge`) and a Qdrant server through qdrant-client
-(`server`); `projection` turns rows into points (row first, then vector) and repairs what a
-crash left unindexed; `upkeep` builds HNSW when enough has changed. Derived data: `dcpm
-reindex` rebuilds it from the store."""
+(`base`), the embedded qdrant-edge shard (`edge`), a Qdrant server or cluster through
+qdrant-client (`server`) and pgvector in PostgreSQL (`pgvector`); `projection` turns rows into
+points (row first, then vector) and repairs what a crash left unindexed; `upkeep` builds HNSW
+when enough has changed. Derived data: `dcpm reindex` rebuilds it from the store."""
 
 from __future__ import annotations
 
@@ -13,8 +13,14 @@ __all__ = ["Hit", "IndexPoint", "Scope", "VectorIndex", "open_index"]
 
 
 def open_index(settings: Settings, dim: int, sparse_uses_idf: bool) -> VectorIndex:
-    """Embedded qdrant-edge shard in the data directory, or a Qdrant server when a URL is set."""
-    if settings.qdrant_url:
+    """The backend `Settings.vector_backend` names: the embedded shard in the data directory
+    (one process), or an index every daemon shares (a Qdrant server, pgvector)."""
+    backend = settings.vector_backend
+    if backend == "pgvector":
+        from dcpm.index.pgvector import PgVectorIndex
+
+        return PgVectorIndex(settings, dim, sparse_uses_idf)
+    if backend == "qdrant":
         from dcpm.index.server import QdrantServerIndex
 
         return QdrantServerIndex(settings, dim, sparse_uses_idf)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Literal, Protocol, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Iterator, Literal, Protocol, Sequence
 
 from dcpm.embedding.base import SparseVector
+
+if TYPE_CHECKING:  # annotations only: numpy loads with the backends, not with every CLI command
+    import numpy as np
 
 # Payload value of `valid_to` for a belief that still holds (a float keeps range filters simple).
 OPEN_END = 1.0e13
@@ -34,18 +35,44 @@ class Scope:
     as_of: float | None = None  # epoch seconds: only what was believed at that moment
     session_id: str | None = None
     current_only: bool = False  # only chain heads (items nobody has superseded)
+    filters: tuple[Condition, ...] = ()  # the caller's own conditions (metadata filters), all of which must hold
+
+
+# A payload value a condition compares exactly, type included: a keyword, an integer or a boolean
+# (Qdrant's match conditions take these three; a float only by range, see Bound).
+Scalar = str | int | bool
+METADATA = "metadata"  # the payload object holding a memory's own metadata, as stored with its row
+
+
+def metadata_key(name: str) -> str:
+    """The payload key of one metadata field: `metadata.food` is the `food` key of the memory's
+    metadata object (a dotted key reaches into a nested payload object)."""
+    return f"{METADATA}.{name}"
 
 
 @dataclass(frozen=True)
 class Equals:
+    """The payload value at `key` equals `value`, type included ("3" is not 3)."""
+
     key: str
-    value: str
+    value: Scalar
+
+
+@dataclass(frozen=True)
+class NotEquals:
+    """The payload value at `key` is not `value`; a point without that key matches too (it holds
+    no such value). Several on one key mean "none of these" (Mem0's `nin`)."""
+
+    key: str
+    value: Scalar
 
 
 @dataclass(frozen=True)
 class OneOf:
+    """The payload value at `key` is one of `values`, all strings or all integers."""
+
     key: str
-    values: tuple[str, ...]
+    values: tuple[str, ...] | tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -57,13 +84,13 @@ class Bound:
     value: float
 
 
-Condition = Equals | OneOf | Bound
+Condition = Equals | NotEquals | OneOf | Bound
 
 
 def scope_conditions(scope: Scope) -> list[Condition]:
-    """What a scope means as payload conditions, all of which must hold; each backend only
-    spells them in its own filter syntax. A belief is current while `valid_to` is open-ended,
-    and was held at `as_of` when it started at or before it and ended after it."""
+    """What a scope means as payload conditions, all of which must hold (its `filters` last); each
+    backend only spells them in its own filter syntax. A belief is current while `valid_to` is
+    open-ended, and was held at `as_of` when it started at or before it and ended after it."""
     conditions: list[Condition] = [Equals("user_id", scope.user_id)]
     if scope.kinds:
         conditions.append(OneOf("kind", tuple(scope.kinds)))
@@ -74,7 +101,7 @@ def scope_conditions(scope: Scope) -> list[Condition]:
     if scope.as_of is not None:
         conditions.append(Bound("valid_from", "lte", scope.as_of))
         conditions.append(Bound("valid_to", "gt", scope.as_of))
-    return conditions
+    return conditions + list(scope.filters)
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,10 @@ from dcpm.index.base import (
     Equals,
     Hit,
     IndexPoint,
+    NotEquals,
     OneOf,
     PendingPurge,
+    Scalar,
     Scope,
     SharedLock,
     scope_conditions,
@@ -265,16 +267,20 @@ class EdgeIndex:
             self._shard.close()
 
 
-def _match(key: str, value: str) -> qe.FieldCondition:
+def _match(key: str, value: Scalar) -> qe.FieldCondition:
     return qe.FieldCondition(key=key, match=qe.MatchValue(value))
 
 
 def _filter(scope: Scope) -> qe.Filter:
-    return qe.Filter(must=[_condition(c) for c in scope_conditions(scope)])
+    """Every condition must hold; a NotEquals is a `must_not` match, so a point without the key passes."""
+    conditions = scope_conditions(scope)
+    return qe.Filter(must=[_condition(c) for c in conditions if not isinstance(c, NotEquals)],
+                     must_not=[_condition(c) for c in conditions if isinstance(c, NotEquals)] or None)
 
 
 def _condition(condition: Condition) -> qe.FieldCondition:
-    if isinstance(condition, Equals):
+    """The positive match of a condition (a NotEquals matches the value that it excludes)."""
+    if isinstance(condition, (Equals, NotEquals)):
         return _match(condition.key, condition.value)
     if isinstance(condition, OneOf):
         return qe.FieldCondition(key=condition.key, match=qe.MatchAny(list(condition.values)))

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from dcpm.domain import ItemKind
 from dcpm.embedding import Embedder
 from dcpm.index import IndexPoint, VectorIndex
-from dcpm.index.base import OPEN_END
+from dcpm.index.base import METADATA, OPEN_END
 from dcpm.store.db import Database
 from dcpm.store.models import Item, Node, RawInput, utcnow
 
@@ -40,14 +40,16 @@ def _epoch(moment: datetime | None) -> float:
 
 
 def raw_payload(raw: RawInput) -> dict:
+    """A turn's payload carries its metadata as stored with its row, for metadata filters
+    (`metadata.food`, see dcpm.index.base.metadata_key) evaluated by the index itself."""
     return {"user_id": raw.user_id, "kind": ItemKind.RAW, "session_id": raw.session_id or "",
-            "valid_from": _epoch(raw.timestamp), "valid_to": OPEN_END}
+            "valid_from": _epoch(raw.timestamp), "valid_to": OPEN_END, METADATA: raw.meta or {}}
 
 
 def item_payload(item: Item) -> dict:
     return {"user_id": item.user_id, "kind": item.kind, "chain_id": item.chain_id,
             "session_id": (item.meta or {}).get("session_id", ""),
-            "valid_from": _epoch(item.valid_from), "valid_to": _epoch(item.valid_to)}
+            "valid_from": _epoch(item.valid_from), "valid_to": _epoch(item.valid_to), METADATA: item.meta or {}}
 
 
 def node_payload(node: Node) -> dict:
@@ -202,6 +204,7 @@ def repair(db: Database, index: VectorIndex, embedder: Embedder, progress: Progr
 
 
 def rebuild(db: Database, index: VectorIndex, embedder: Embedder, progress: Progress | None = None) -> int:
-    """`dcpm reindex`: drop every vector and rebuild from the relational store."""
+    """`dcpm reindex`: drop every vector and rebuild from the relational store (which also writes
+    payload fields added since a point was indexed, such as `metadata`)."""
     index.clear()
     return index_all(db, index, embedder, only_unindexed=False, progress=progress)

@@ -1,8 +1,16 @@
 """Server backend: a Qdrant server or cluster through qdrant-client.
 
-`DCPM_QDRANT_URL` takes a server URL; `:memory:` or `local:PATH` use qdrant-client's local
-mode, which is fine for small tests only (slow filtered queries at scale). A server keeps
-deleted points on disk until its own optimizers vacuum them; `compact` cannot force that.
+`DCPM_QDRANT_URL` takes a server URL (and `DCPM_QDRANT_API_KEY`); `:memory:` or `local:PATH`
+use qdrant-client's local mode, which is fine for small tests only (slow filtered queries at
+scale, and it ignores the HNSW, on-disk, quantization, shard and replication parameters). A
+server keeps deleted points on disk until its own optimizers vacuum them; `compact` cannot
+force that.
+
+Collection layout for many users (Qdrant's payload-partitioned multitenancy): one collection,
+`user_id` a tenant index (`is_tenant`: a user's points are stored together), and no global
+HNSW graph (`m = 0`) but one per user (`payload_m`), since every query filters on one user;
+vectors on disk and an int8 scalar-quantized copy in RAM when the settings ask for them; shards
+and replicas spread over a cluster's nodes.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from qdrant_client import models as qm
 
 from dcpm.config import Settings
 from dcpm.embedding.base import SparseVector
+from dcpm.errors import Conflict, Invalid
 from dcpm.index.base import (
     DENSE,
     SPARSE,
@@ -22,8 +31,10 @@ from dcpm.index.base import (
     Equals,
     Hit,
     IndexPoint,
+    NotEquals,
     OneOf,
     PendingPurge,
+    Scalar,
     Scope,
     scope_conditions,
 )
@@ -31,11 +42,34 @@ from dcpm.index.base import (
 
 def _client(settings: Settings) -> QdrantClient:
     url = settings.qdrant_url
+    if not url:
+        raise Invalid("index_backend is qdrant but no server is named: set DCPM_QDRANT_URL")
     if url == ":memory:":
         return QdrantClient(location=":memory:")
     if url.startswith("local:"):
         return QdrantClient(path=url.removeprefix("local:"))
     return QdrantClient(url=url, api_key=settings.qdrant_api_key.get_secret_value() or None)
+
+
+TENANT_INDEX = qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True)
+
+
+def collection_layout(s: Settings, dim: int, sparse_uses_idf: bool) -> dict[str, Any]:
+    """The parameters of a new collection (see the module docstring): DCPM 3.1 m / ef_construct
+    for the per-user graphs only, storage and placement from the settings."""
+    on_disk = s.qdrant_on_disk or None
+    quantization = (qm.ScalarQuantization(scalar=qm.ScalarQuantizationConfig(type=qm.ScalarType.INT8, always_ram=True))
+                    if s.qdrant_quantization == "int8" else None)
+    return {
+        "vectors_config": {DENSE: qm.VectorParams(size=dim, distance=qm.Distance.COSINE, on_disk=on_disk)},
+        "sparse_vectors_config": {SPARSE: qm.SparseVectorParams(index=qm.SparseIndexParams(on_disk=on_disk),
+                                                                modifier=qm.Modifier.IDF if sparse_uses_idf else None)},
+        "hnsw_config": qm.HnswConfigDiff(m=0, payload_m=s.hnsw_m, ef_construct=s.hnsw_ef_construct, on_disk=on_disk),
+        "quantization_config": quantization,
+        "on_disk_payload": on_disk,
+        "shard_number": s.qdrant_shards,
+        "replication_factor": s.qdrant_replication_factor,
+    }
 
 
 class QdrantServerIndex:
@@ -49,17 +83,24 @@ class QdrantServerIndex:
         self._client = _client(settings)
         if not self._client.collection_exists(self.collection):
             self._create()
+        self._check_dim()
+
+    def _check_dim(self) -> None:
+        vectors = self._client.get_collection(self.collection).config.params.vectors
+        found = vectors.get(DENSE) if isinstance(vectors, dict) else None
+        if found is None or found.size != self.dim:
+            raise Conflict(f"the Qdrant collection {self.collection} was built for another embedder; "
+                           "run `dcpm reindex` to rebuild it from the relational store")
 
     def _create(self) -> None:
-        s = self.settings
-        self._client.create_collection(
-            self.collection,
-            vectors_config={DENSE: qm.VectorParams(size=self.dim, distance=qm.Distance.COSINE)},
-            sparse_vectors_config={SPARSE: qm.SparseVectorParams(modifier=qm.Modifier.IDF if self.sparse_uses_idf else None)},
-            hnsw_config=qm.HnswConfigDiff(m=s.hnsw_m, ef_construct=s.hnsw_ef_construct, payload_m=s.hnsw_m),
-        )
-        self._client.create_payload_index(self.collection, "user_id",
-                                          qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True))
+        try:
+            self._client.create_collection(self.collection,
+                                           **collection_layout(self.settings, self.dim, self.sparse_uses_idf))
+        except Exception:  # a daemon starting at the same moment created it first
+            if not self._client.collection_exists(self.collection):
+                raise
+            return
+        self._client.create_payload_index(self.collection, "user_id", TENANT_INDEX)
         for field in ("kind", "session_id"):
             self._client.create_payload_index(self.collection, field, qm.PayloadSchemaType.KEYWORD)
         for field in ("valid_from", "valid_to"):
@@ -130,16 +171,20 @@ class QdrantServerIndex:
         self._client.close()
 
 
-def _match(key: str, value: str) -> qm.FieldCondition:
+def _match(key: str, value: Scalar) -> qm.FieldCondition:
     return qm.FieldCondition(key=key, match=qm.MatchValue(value=value))
 
 
 def _filter(scope: Scope) -> qm.Filter:
-    return qm.Filter(must=[_condition(c) for c in scope_conditions(scope)])
+    """Every condition must hold; a NotEquals is a `must_not` match, so a point without the key passes."""
+    conditions = scope_conditions(scope)
+    return qm.Filter(must=[_condition(c) for c in conditions if not isinstance(c, NotEquals)],
+                     must_not=[_condition(c) for c in conditions if isinstance(c, NotEquals)] or None)
 
 
 def _condition(condition: Condition) -> qm.FieldCondition:
-    if isinstance(condition, Equals):
+    """The positive match of a condition (a NotEquals matches the value that it excludes)."""
+    if isinstance(condition, (Equals, NotEquals)):
         return _match(condition.key, condition.value)
     if isinstance(condition, OneOf):
         return qm.FieldCondition(key=condition.key, match=qm.MatchAny(any=list(condition.values)))

@@ -22,3 +22,14 @@ def _label(value: Any) -> Any:
 Text = Annotated[str, BeforeValidator(_without_nul)]
 # A short label: clamped (not refused) so an over-long topic costs no retry; the schema tells the model the limit.
 Label = Annotated[str, BeforeValidator(_label), Field(max_length=LABEL_CHARS)]
+
+
+def decoding_schema(schema: dict) -> dict:
+    """The answer's JSON schema as handed to a server's constrained decoding, without `maxLength`:
+    llama.cpp turns each bound into one nested grammar rule per character, and its server dies on
+    a text bound of 2000. The answer model still enforces every bound when the answer arrives."""
+    if isinstance(schema, dict):
+        return {key: decoding_schema(value) for key, value in schema.items() if key != "maxLength"}
+    if isinstance(schema, list):
+        return [decoding_schema(value) for value in schema]
+    return schema

@@ -17,13 +17,12 @@ import time
 from dataclasses import dataclass
 from typing import TypeVar
 
-import openai
-from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, ValidationError
 from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from dcpm.config import Settings
 from dcpm.errors import Unavailable
+from dcpm.llm.answers import decoding_schema
 from dcpm.metrics import LLM_CALLS, LLM_TOKENS
 
 log = logging.getLogger("dcpm.llm")
@@ -81,6 +80,9 @@ class Usage:
 
 class LLMClient:
     def __init__(self, settings: Settings):
+        import openai  # here, not at the top: importing openai takes most of a second, and commands
+        # that only read the store (dcpm users, dcpm show) import this module without calling an LLM
+
         self.settings = settings
         self.model = settings.llm_model
         self._client = openai.OpenAI(base_url=settings.llm_base_url,
@@ -104,6 +106,8 @@ class LLMClient:
         return self._with_retries(purpose, lambda: self._attempt_tools(system, user, tools, usage, purpose))
 
     def _with_retries(self, purpose: str, attempt_once):  # type: ignore[no-untyped-def]
+        import openai
+
         retrying = Retrying(
             stop=stop_after_attempt(self.settings.llm_max_retries + 1),
             wait=wait_exponential(multiplier=self.settings.llm_retry_base_seconds, max=30),
@@ -126,6 +130,8 @@ class LLMClient:
         raise LLMFailure(f"LLM {purpose} gave no answer")
 
     def _attempt_tools(self, system: str, user: str, tools: list[dict], usage: Usage, purpose: str) -> list[ToolCall]:
+        import openai
+
         if not self._tools_refused:
             try:
                 message = self._create(system, user, usage, purpose, tools=tools, tool_choice="auto").message
@@ -163,13 +169,15 @@ class LLMClient:
 
     def _complete(self, system: str, user: str, answer: type[BaseModel], mode: str, usage: Usage,
                   purpose: str) -> str:
+        import openai
+
         schema = answer.model_json_schema()
         kwargs: dict = {}
         if mode == "json_schema":
             kwargs["response_format"] = {"type": "json_schema",
-                                         "json_schema": {"name": answer.__name__, "schema": schema}}
-        elif mode == "json_object":
-            kwargs["response_format"] = {"type": "json_object", "schema": schema}
+                                         "json_schema": {"name": answer.__name__, "schema": decoding_schema(schema)}}
+        elif mode == "json_object":  # llama.cpp's server (llama-cpp-python) decodes to this schema
+            kwargs["response_format"] = {"type": "json_object", "schema": decoding_schema(schema)}
         if mode != "json_schema":
             system = f"{system}\n\nAnswer with one JSON object only, matching this JSON schema:\n{json.dumps(schema)}"
         try:
@@ -182,6 +190,8 @@ class LLMClient:
 
     def _create(self, system: str, user: str, usage: Usage, purpose: str, **kwargs):  # type: ignore[no-untyped-def]
         """The HTTP call itself, counted in `usage` and in metrics."""
+        from openai.types.chat import ChatCompletion
+
         usage.calls += 1
         LLM_CALLS.labels(purpose=purpose).inc()
         started = time.perf_counter()
@@ -203,12 +213,16 @@ class LLMClient:
 
 
 def _unreachable(cause: BaseException | None) -> bool:
+    import openai
+
     return isinstance(cause, openai.APIConnectionError) and not isinstance(cause, openai.APITimeoutError)
 
 
 def _described(cause: BaseException | None) -> str:
     """What failed, in words that hold no prompt text: the exception's type, the HTTP status and
     the server's short error code, or the client's own message about a bad answer."""
+    import openai
+
     if isinstance(cause, _BadAnswer):
         return f"{type(cause).__name__}: {cause}"
     if isinstance(cause, openai.APIStatusError):

@@ -15,63 +15,50 @@ with the index upkeep and the writer's recovery loop running while the server do
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import sys
-from typing import Any, Callable, Iterator, Literal, TypeVar
+from collections.abc import Iterator
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
-from pydantic import BaseModel, Field
+from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import Field
 
 from dcpm import __version__
-from dcpm.api.models import (
-    AddMemoryRequest,
-    AddMemoryResponse,
-    DeleteResponse,
-    HistoryEvent,
-    ItemOut,
-    ListResponse,
-    RawOut,
-    SearchRequest,
-    SearchResponse,
-)
+from dcpm.api.models import AddMemoryRequest, ItemOut, ListResponse, RawOut, SearchRequest, SearchResponse
 from dcpm.api.protocol import Memory
 from dcpm.domain import check_user_id
-from dcpm.errors import DcpmError, Invalid, NotFound
+from dcpm.errors import Invalid, NotFound
+from dcpm.mcp import render
+from dcpm.mcp.results import (
+    Deleted,
+    Listing,
+    MemoryDetail,
+    Saved,
+    SearchResult,
+    deleted,
+    listing,
+    memory_detail,
+    saved,
+    search_result,
+)
+from dcpm.mcp.tool_server import MemoryToolServer, reply, validated
 
 USER_META_KEY = "dcpm/user_id"
-T = TypeVar("T")
+MAX_SEARCH_HITS = 50
+MAX_LISTED = 100
 
 INSTRUCTIONS = """\
 Long-term memory of the person you are talking with, kept across conversations.
 - Before answering anything personal (their preferences, plans, people, history, what they told
-  you before), call search_memory. Results carry each fact's revisions (`chain`, newest is
-  `current`) and may surface schemas and intentions (`nodes`): patterns inferred over many facts.
+  you before), call search_memory. Each result line has the memory's date and id; a revised fact
+  shows what was believed earlier or what holds now, and patterns inferred over many facts follow.
 - When they tell you something durable about themselves (a preference, a fact of their life, a
   plan, a change of mind), call add_memory with it in one plain sentence. Earlier beliefs it
   replaces are kept as history automatically; do not search first to avoid duplicates.
 - Do not save small talk, one-off task details, or secrets they did not ask you to keep."""
 
-
-class MemoryDetail(BaseModel):
-    memory: ItemOut | RawOut = Field(description="The memory; an item with its supersedes chain and revisions.")
-    history: list[HistoryEvent] = Field(default_factory=list,
-                                        description="Events of the item's chain: created, updated, superseded.")
-
-
-def tool_errors(tool: Callable[..., T]) -> Callable[..., T]:
-    """dcpm's errors carry messages meant for the caller: hand them to the model as a tool error."""
-
-    @functools.wraps(tool)
-    def wrapper(*args: Any, **kwargs: Any) -> T:
-        try:
-            return tool(*args, **kwargs)
-        except DcpmError as exc:
-            raise ToolError(exc.message) from None
-
-    return wrapper
+MemoryId = Annotated[str, Field(description="A memory id as search_memory or list_memories show it.")]
 
 
 def build_server(memory: Memory, *, user_id: str | None = None, allow_delete: bool = False) -> MCPServer:
@@ -79,7 +66,7 @@ def build_server(memory: Memory, *, user_id: str | None = None, allow_delete: bo
     when None). `delete_memory` is offered only with `allow_delete`."""
     if user_id:
         check_user_id(user_id)
-    server = MCPServer("dcpm", instructions=INSTRUCTIONS, version=__version__)
+    server = MemoryToolServer("dcpm", instructions=INSTRUCTIONS, version=__version__)
 
     def user_of(ctx: Context) -> str:
         if user_id:
@@ -99,57 +86,67 @@ def build_server(memory: Memory, *, user_id: str | None = None, allow_delete: bo
         return found
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
-    @tool_errors
-    def add_memory(text: str, ctx: Context, session_id: str | None = None) -> AddMemoryResponse:
+    def add_memory(text: Annotated[str, Field(description="One plain sentence about the user.")], ctx: Context,
+                   session_id: str | None = None) -> Annotated[CallToolResult, Saved]:
         """Save something durable about the user, in one plain sentence ("Ana switched from coffee
         to green tea"): preferences, facts of their life, people, plans, changes of mind. Call it
         when they tell you such a thing. Facts are extracted and reconciled with what is known;
         a belief it replaces stays in that fact's history."""
-        request = AddMemoryRequest(user_id=user_of(ctx), messages=[{"role": "user", "content": text}],
-                                   session_id=session_id, metadata={"source": "mcp"})
-        return memory.add_memory(request)
+        request = validated(AddMemoryRequest, user_id=user_of(ctx), text=text, session_id=session_id,
+                            metadata={"source": "mcp"})
+        result = saved(memory.add_memory(request))
+        return reply(render.saved_text(result), result)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
-    @tool_errors
-    def search_memory(query: str, ctx: Context, limit: int = 10) -> SearchResponse:
-        """Search the user's memories; call it before answering anything personal. Returns hits
-        (facts with their revision `chain`; `current` marks what is believed now), `nodes` (schemas
-        and intentions inferred over many facts) and `context`, a ready-to-read summary."""
+    def search_memory(query: Annotated[str, Field(description="What to look for, in plain words.")], ctx: Context,
+                      limit: Annotated[int, Field(ge=1, le=MAX_SEARCH_HITS, description="Most hits to return.")] = 10,
+                      threshold: Annotated[float | None, Field(ge=0, le=1, description=(
+                          "Only memories at least this relevant (0-1); around 0.4 keeps unrelated memories out. "
+                          "Leave it out to see the best matches whatever their score."))] = None,
+                      ) -> Annotated[CallToolResult, SearchResult]:
+        """Search the user's memories; call it before answering anything personal. Returns one line
+        per memory, best match first, with its date and id: facts (with what was believed earlier,
+        or what is believed now when a hit was replaced), the user's own words, then patterns
+        inferred over many memories."""
         user = user_of(ctx)
-        request = SearchRequest(user_id=user, query=query, limit=limit)
+        request = validated(SearchRequest, user_id=user, query=query, limit=limit, threshold=threshold)
         try:
-            return memory.search(request)
+            response = memory.search(request)
         except NotFound:  # nothing stored for this user yet
-            return SearchResponse(user_id=user, query=query, hits=[], context="", encoder="", took_ms=0.0)
+            response = SearchResponse(user_id=user, query=query, hits=[], context="", encoder="", took_ms=0.0)
+        result = search_result(response)
+        return reply(render.search_text(result), result)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
-    @tool_errors
-    def get_memory(memory_id: str, ctx: Context) -> MemoryDetail:
-        """One memory by id: its text, the chain of its revisions (oldest first) and its history."""
+    def get_memory(memory_id: MemoryId, ctx: Context) -> Annotated[CallToolResult, MemoryDetail]:
+        """One memory by id: its text, the revisions of its fact (oldest first) and its history."""
         found = owned(memory_id, user_of(ctx))
         history = memory.history(memory_id).events if isinstance(found, ItemOut) else []
-        return MemoryDetail(memory=found, history=history)
+        result = memory_detail(found, history)
+        return reply(render.detail_text(result), result)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
-    @tool_errors
     def list_memories(ctx: Context, kind: Literal["fact", "identity", "summary", "raw"] | None = None,
-                      limit: int = 20, offset: int = 0) -> ListResponse:
+                      limit: Annotated[int, Field(ge=1, le=MAX_LISTED)] = 20,
+                      offset: Annotated[int, Field(ge=0)] = 0) -> Annotated[CallToolResult, Listing]:
         """The user's memories, oldest first: facts, identity items and session summaries, or the
         verbatim turns with kind="raw". Prefer search_memory to find something specific."""
         user = user_of(ctx)
         try:
-            return memory.list_memories(user, kind=kind, limit=limit, offset=offset)
+            response = memory.list_memories(user, kind=kind, limit=limit, offset=offset)
         except NotFound:
-            return ListResponse(user_id=user, total=0, items=[])
+            response = ListResponse(user_id=user, total=0, items=[])
+        result = listing(response, offset)
+        return reply(render.listing_text(result), result)
 
     if allow_delete:
         @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))
-        @tool_errors
-        def delete_memory(memory_id: str, ctx: Context) -> DeleteResponse:
+        def delete_memory(memory_id: MemoryId, ctx: Context) -> Annotated[CallToolResult, Deleted]:
             """Permanently delete one memory, only when the user asks you to forget it. The
             revision it replaced, if any, becomes the current belief again."""
             owned(memory_id, user_of(ctx))
-            return memory.delete_memory(memory_id)
+            result = deleted(memory.delete_memory(memory_id))
+            return reply(render.deleted_text(result), result)
 
     return server
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from dcpm.api.models import NodeHit, SearchHit
 from dcpm.domain import ItemKind
@@ -23,11 +23,16 @@ def render_line(hit: SearchHit) -> str:
         who = hit.speaker or hit.role or "user"
         return f"- [{when}] {who}: {hit.text}"
     line = f"- [{when}] ({hit.kind}) {hit.text}"
-    if hit.chain and len(hit.chain) > 1:
-        earlier = [link.text for link in hit.chain if not link.current]
-        line += f" (earlier: {'; '.join(earlier)})"
-    if hit.current is not None and hit.current.id != hit.id:
-        line += f" -> now: {hit.current.text}"
+    chain = hit.chain or []
+    position = next((n for n, link in enumerate(chain) if link.id == hit.id), None)
+    own = chain[position] if position is not None else None
+    if hit.current is not None or (own is not None and not own.current):
+        # an old revision: say that it was replaced and by what, never list it as its own past
+        line += f" (replaced {own.valid_to:%Y-%m-%d})" if own is not None and own.valid_to else " (replaced)"
+        if hit.current is not None:
+            line += f" -> now: {hit.current.text}"
+    elif position:
+        line += f" (earlier: {'; '.join(link.text for link in chain[:position])})"
     return line
 
 

@@ -1,43 +1,58 @@
-"""Hybrid scoring (DCPM 3.1): alpha * dense + (1 - alpha) * sparse over min-max scaled scores."""
+"""Hybrid relevance (DCPM 3.1): score = alpha * dense + (1 - alpha) * lexical, where both parts
+are absolute, in [0, 1], and mean the same thing for every query.
+
+The dense part is the cosine of the unit-norm query and memory vectors through a logistic map
+measured on data (`scripts/eval_scores.py`), so an unrelated memory scores near 0 and a
+paraphrase near 1; the lexical part saturates the BM25 score, s / (s + k), so one rare shared
+word counts and ten common ones do not run away. Per-query min-max scaling, which this replaced,
+gave the best candidate 1.0 even when nothing stored was related to the query.
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The constants of the score, from settings (`score_*`, `hybrid_alpha`)."""
+
+    alpha: float  # weight of the dense part; the lexical part gets 1 - alpha
+    dense_center: float  # the cosine that scores 0.5 as dense relevance
+    dense_width: float  # cosines this far above the center score 0.73 (one logistic unit)
+    lexical_k: float  # the BM25 score that counts as half of full lexical evidence
 
 
 @dataclass(frozen=True)
 class Fused:
     id: str
     score: float
-    dense: float
-    sparse: float
+    dense: float  # raw cosine
+    sparse: float  # raw BM25 (0 when the lexical retriever did not return the memory)
+    dense_relevance: float
+    lexical_relevance: float
 
 
-def _min_max(scores: Mapping[str, float], ids: list[str]) -> dict[str, float]:
-    values = [scores.get(i, 0.0) for i in ids]
-    low, high = min(values), max(values)
-    span = high - low
-    if span <= 1e-12:
-        return {i: (1.0 if scores.get(i, 0.0) > 0 else 0.0) for i in ids}
-    return {i: (scores.get(i, 0.0) - low) / span for i in ids}
+def dense_relevance(cosine: float, calibration: Calibration) -> float:
+    return 1.0 / (1.0 + math.exp(-(cosine - calibration.dense_center) / calibration.dense_width))
 
 
-def fuse(dense: Mapping[str, float], sparse: Mapping[str, float], alpha: float) -> list[Fused]:
-    """Rank the union of both candidate lists. Dense scores must be known for every candidate
-    (the caller looks up the missing ones). Sparse scores are scaled over the sparse hits alone,
-    and a candidate the lexical retriever did not return ranks below all of them (0 after
-    scaling): scaling its raw 0 together with the hits would squeeze every real lexical score
-    into the top of the range and quietly shrink the sparse weight (LoCoMo R@10 0.676 -> 0.708)."""
-    ids = list(dict.fromkeys([*dense, *sparse]))
-    if not ids:
-        return []
-    scaled_dense = _min_max(dense, ids)
-    scaled_sparse = _min_max(sparse, list(sparse)) if sparse else {}
-    weight_dense = alpha if sparse else 1.0
-    fused = [
-        Fused(i, weight_dense * scaled_dense[i] + (1 - weight_dense) * scaled_sparse.get(i, 0.0),
-              dense.get(i, 0.0), sparse.get(i, 0.0))
-        for i in ids
-    ]
+def lexical_relevance(bm25: float, calibration: Calibration) -> float:
+    return bm25 / (bm25 + calibration.lexical_k) if bm25 > 0 else 0.0
+
+
+def score_of(id_: str, cosine: float, bm25: float, calibration: Calibration) -> Fused:
+    dense, lexical = dense_relevance(cosine, calibration), lexical_relevance(bm25, calibration)
+    alpha = calibration.alpha
+    return Fused(id_, alpha * dense + (1 - alpha) * lexical, cosine, bm25, dense, lexical)
+
+
+def fuse(dense: Mapping[str, float], sparse: Mapping[str, float], calibration: Calibration) -> list[Fused]:
+    """Rank the union of both candidate lists, best first. Dense scores must be known for every
+    candidate (the caller looks up the missing ones); a candidate the lexical retriever did not
+    return has no lexical evidence."""
+    ids = dict.fromkeys([*dense, *sparse])
+    fused = [score_of(i, dense.get(i, 0.0), sparse.get(i, 0.0), calibration) for i in ids]
     return sorted(fused, key=lambda f: f.score, reverse=True)

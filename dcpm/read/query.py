@@ -5,11 +5,12 @@ query vector does."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Protocol
 
 from dcpm.embedding import Embedder, SparseVector
+
+if TYPE_CHECKING:  # annotations only: numpy loads with the model, not with every CLI command
+    import numpy as np
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ memory said, so it stays hidden until consolidation re-induces or removes it."""
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Sequence
+from collections.abc import Sequence
 
 from sqlalchemy import select
 

@@ -10,6 +10,7 @@ from typing import Annotated
 
 from fastapi import Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -99,5 +100,18 @@ def create_app(service: MemoryService, bound_host: str | None = None) -> FastAPI
     for router in (inspection_router, edits_router, consolidation_router, operations_router, keys_router):
         app.include_router(router(service, guarded))
     app.include_router(mem0_router(service, guarded, waiting))  # the Mem0 platform API, for mem0ai clients
-
+    app.openapi = lambda: described_errors(app)
     return app
+
+
+def described_errors(app: FastAPI) -> dict:
+    """The OpenAPI document with FastAPI's 422 body (a list under `detail`) replaced by the body
+    every error really has (`error_body`), so generated clients and schema checks agree with it."""
+    if app.openapi_schema is None:
+        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        text = {"type": "string"}
+        schema.get("components", {}).get("schemas", {})["HTTPValidationError"] = {
+            "title": "Error", "type": "object", "required": ["error", "message", "detail"],
+            "properties": {"error": text, "message": text, "detail": text}}
+        app.openapi_schema = schema
+    return app.openapi_schema

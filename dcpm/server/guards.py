@@ -17,7 +17,9 @@ DEFAULT_PORTS = {"http": "80", "https": "443"}
 
 
 def error_body(code: str, message: str) -> dict:
-    return {"error": code, "message": message}
+    """Every error body: dcpm's `error` code and `message`, and the same message as `detail`, where
+    FastAPI and Mem0 clients read it."""
+    return {"error": code, "message": message, "detail": message}
 
 
 def trusted_hosts(bound_host: str, allowed: list[str]) -> list[str]:

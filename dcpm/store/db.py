@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from dcpm.errors import StorageFull, is_disk_full
+
+if TYPE_CHECKING:  # Alembic is imported only when a migration runs (half a second of a CLI command)
+    from alembic.config import Config
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"  # Alembic's script location
 BUSY_TIMEOUT_MS = 30_000  # how long a SQLite statement waits for another connection's lock
@@ -41,14 +42,22 @@ def make_engine(url: str) -> Engine:
 
 
 def alembic_config(engine: Engine) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
-    config.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False))
+    # configparser reads "%" as interpolation: a URL's escapes (a socket path's %2F) are doubled.
+    config.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False).replace("%", "%%"))
     return config
 
 
 def upgrade(engine: Engine) -> str | None:
     """Apply every pending migration; returns the revision the database is at afterwards."""
+    head = head_revision()
+    if head is not None and stamped_revisions(engine) == [head]:
+        return head  # nothing to apply: one SELECT instead of loading Alembic and its scripts
+    from alembic import command
+
     config = alembic_config(engine)
     with engine.begin() as connection:
         config.attributes["connection"] = connection
@@ -56,7 +65,35 @@ def upgrade(engine: Engine) -> str | None:
     return current_revision(engine)
 
 
+# `revision = '0006'` and `down_revision = '0005'` at the start of a line of a migration script
+_REVISION_LINE = re.compile(r"""^(down_)?revision(?:\s*:[^=\n]*)?\s*=\s*['"]([^'"]+)['"]""", re.MULTILINE)
+
+
+def head_revision() -> str | None:
+    """The newest migration's id, read from the scripts' text without importing Alembic (a unit
+    test holds it to Alembic's own answer). None unless exactly one revision has no successor
+    (a merge's tuple of parents is not read): then Alembic decides, as before."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for script in (MIGRATIONS_DIR / "versions").glob("*.py"):
+        for down, revision in _REVISION_LINE.findall(script.read_text(encoding="utf-8")):
+            (parents if down else revisions).add(revision)
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 else None
+
+
+def stamped_revisions(engine: Engine) -> list[str]:
+    """The revisions Alembic recorded in the database; none before the first migration."""
+    try:
+        with engine.connect() as connection:
+            return list(connection.exec_driver_sql("SELECT version_num FROM alembic_version").scalars())
+    except DBAPIError:  # no such table yet
+        return []
+
+
 def current_revision(engine: Engine) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
     with engine.connect() as connection:
         return MigrationContext.configure(connection).get_current_revision()
 

@@ -7,10 +7,18 @@ that still believes it holds the lease (a paused process, a store it could not r
 while), so a write made under a lease starts its transaction with `fence`: the UPDATE renews the
 lease only if this holder still holds it, and holds the lease row locked until the commit, so
 no one takes the lease over between the check and the commit.
+
+Many daemons and workers on several hosts share one PostgreSQL: expiry, by the database's clock
+(hosts' clocks may disagree), is the truth about a holder's liveness. A holder names its host
+and pid so that a lease of a process known dead can be taken at once, but only a process of the
+same host (and pid namespace) is ever checked that way: a pid means nothing elsewhere.
+Leases rather than row locks because a claim outlives a transaction: a writer or a consolidation
+run spans many transactions and LLM calls, and must not pin a connection meanwhile.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import socket
@@ -18,18 +26,34 @@ import threading
 import time
 import uuid
 from contextlib import contextmanager
-from datetime import timedelta
-from typing import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Iterator
 
-from sqlalchemy import delete, or_, select, update
+from sqlalchemy import DateTime, delete, func, insert, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
 from dcpm.errors import Conflict
 from dcpm.store.db import Database
 from dcpm.store.models import Lease, utcnow
 
-HOST = socket.gethostname()
+
+def _host() -> str:
+    """This host, told apart from a namesake: containers often share a hostname, and two pid
+    namespaces on one machine share pid numbers, so the boot and the pid namespace are part of it."""
+    marks = []
+    for path in ("/proc/sys/kernel/random/boot_id", "/proc/self/ns/pid"):
+        try:
+            marks.append(os.readlink(path) if path.endswith("/pid") else Path(path).read_text().strip())
+        except OSError:
+            marks.append("")
+    return f"{socket.gethostname().replace(':', '-')}/{hashlib.sha256('|'.join(marks).encode()).hexdigest()[:8]}"
+
+
+HOST = _host()
 HEARTBEATS_PER_TTL = 3  # renewals per lifetime: two may fail before the lease lapses
 log = logging.getLogger("dcpm.store.leases")
 
@@ -44,10 +68,35 @@ def new_holder() -> str:
     return f"{HOST}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
+def local_pid(holder: str) -> int | None:
+    """The pid of a holder that runs on this host; None for a holder elsewhere (or unparsable)."""
+    host, _, rest = holder.partition(":")
+    pid = rest.partition(":")[0]
+    return int(pid) if host == HOST and pid.isdigit() else None
+
+
+def clock(session: Session) -> datetime | ColumnElement[datetime]:
+    """Now, for lease expiry: the database server's clock where many hosts share the database
+    (PostgreSQL: the statement's time, as naive UTC like every stored time), this process's on
+    SQLite, which only processes of one host can share."""
+    if session.get_bind().dialect.name == "postgresql":
+        return func.timezone("UTC", func.statement_timestamp(), type_=DateTime())
+    return utcnow()
+
+
+def now(session: Session) -> datetime:
+    """The time by `clock`, read as a value (aware UTC): for records other workers compare
+    against their own, such as when a consolidation run ended."""
+    value = clock(session)
+    if isinstance(value, datetime):
+        return value
+    return session.scalar(select(value)).replace(tzinfo=timezone.utc)
+
+
 def try_acquire(db: Database, name: str, holder: str, ttl_seconds: float) -> bool:
-    now = utcnow()
-    expires = now + timedelta(seconds=ttl_seconds)
     with db.session() as session:
+        now = clock(session)
+        expires = now + timedelta(seconds=ttl_seconds)
         taken = session.execute(
             update(Lease).where(Lease.name == name, or_(Lease.holder == holder, Lease.expires_at < now))
             .values(holder=holder, expires_at=expires)
@@ -56,19 +105,35 @@ def try_acquire(db: Database, name: str, holder: str, ttl_seconds: float) -> boo
         return True
     try:
         with db.session() as session:
-            session.add(Lease(name=name, holder=holder, expires_at=expires))
-        return True
+            if _insert_new(session, name, holder, clock(session) + timedelta(seconds=ttl_seconds)):
+                return True
     except IntegrityError:
-        return _take_from_dead(db, name, holder, expires)
+        pass
+    return _take_from_dead(db, name, holder, ttl_seconds)
 
 
-def _take_from_dead(db: Database, name: str, holder: str, expires) -> bool:  # type: ignore[no-untyped-def]
+def _insert_new(session: Session, name: str, holder: str, expires: Any) -> bool:
+    """Insert the lease unless it exists. ON CONFLICT DO NOTHING where the dialect has it: a
+    waiting writer retries many times a second, and PostgreSQL would log each unique violation."""
+    dialect = session.get_bind().dialect.name
+    values = {"name": name, "holder": holder, "expires_at": expires}
+    if dialect in ("postgresql", "sqlite"):
+        upsert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+        inserted = upsert(Lease).values(**values).on_conflict_do_nothing().returning(Lease.name)
+        return session.connection().execute(inserted).first() is not None
+    session.execute(insert(Lease).values(**values))
+    return True
+
+
+def _take_from_dead(db: Database, name: str, holder: str, ttl_seconds: float) -> bool:
     """A lease whose holder was a process of this host that no longer exists (kill -9) is taken
     over at once instead of waiting for it to expire."""
     with db.session() as session:
         current = session.get(Lease, name)
-        if current is None or not current.holder.startswith(f"{HOST}:") or _alive(int(current.holder.split(":")[1])):
+        pid = local_pid(current.holder) if current is not None else None
+        if current is None or pid is None or _alive(pid):
             return False
+        expires = clock(session) + timedelta(seconds=ttl_seconds)
         return bool(session.execute(update(Lease).where(Lease.name == name, Lease.holder == current.holder)
                                     .values(holder=holder, expires_at=expires)).rowcount)
 
@@ -92,7 +157,7 @@ def fence(session: Session, name: str, holder: str, ttl_seconds: float) -> None:
 
 
 def _extend(session: Session, name: str, holder: str, ttl_seconds: float) -> bool:
-    expires = utcnow() + timedelta(seconds=ttl_seconds)
+    expires = clock(session) + timedelta(seconds=ttl_seconds)
     return bool(session.execute(update(Lease).where(Lease.name == name, Lease.holder == holder)
                                 .values(expires_at=expires)).rowcount)
 
@@ -141,12 +206,14 @@ def held(db: Database, name: str, ttl_seconds: float, wait_seconds: float) -> It
 
 
 def reclaim_dead(db: Database) -> int:
-    """Drop leases held by processes of this host that no longer exist (after kill -9)."""
+    """Drop leases held by processes of this host that no longer exist (after kill -9); those of
+    other hosts are left to expire."""
     with db.session() as session:
-        leases = list(session.scalars(select(Lease).where(Lease.holder.like(f"{HOST}:%"))))
-        dead = [lease.name for lease in leases if not _alive(int(lease.holder.split(":")[1]))]
-        if dead:
-            session.execute(delete(Lease).where(Lease.name.in_(dead)))
+        leases = list(session.scalars(select(Lease).where(Lease.holder.startswith(f"{HOST}:", autoescape=True))))
+        dead = [(lease.name, lease.holder) for lease in leases
+                if (pid := local_pid(lease.holder)) is not None and not _alive(pid)]
+        for name, holder in dead:  # only if the same holder still has it
+            session.execute(delete(Lease).where(Lease.name == name, Lease.holder == holder))
     return len(dead)
 
 

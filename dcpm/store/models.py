@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, TypeDecorator
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from dcpm.domain import NodeStatus, RawStatus
@@ -38,7 +39,8 @@ class UTCDateTime(TypeDecorator):
 
 
 class Base(DeclarativeBase):
-    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSON}
+    # jsonb on PostgreSQL (migration 0007): json there has no equality, so no DISTINCT or = on it
+    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSON().with_variant(JSONB(), "postgresql")}
 
 
 class User(Base):

@@ -6,6 +6,10 @@ A request that keeps failing is given up after `writer_max_attempts`: its turns 
 again) so that the user's later inputs are not held behind it forever. Failures that are no
 request's fault (the LLM endpoint cannot be reached at all, the disk is full) back off the same
 way but spend no attempt: an outage must not fail every pending input.
+
+Several daemons on one store all sweep: the user's writer lease decides which of them processes
+a user's input, so input a daemon left when it died (pending, its lease still held) is taken up
+by another once that lease runs out, or at once when the dead process was on this host.
 """
 
 from __future__ import annotations

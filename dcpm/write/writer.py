@@ -216,7 +216,8 @@ class Writer:
             self._fence(session, request_id, holder)
             if not _claim(session, [r.id for r in raws]):  # another worker applied it meanwhile
                 return []
-            meta = {"session_id": first.session_id} if first.session_id else {}
+            # the request's metadata travels to what is extracted from it (Mem0 users filter by it)
+            meta = {**(first.meta or {}), **({"session_id": first.session_id} if first.session_id else {})}
             for step in prepared.planned:
                 source = prepared.extracted[step.index]
                 target = session.get(Item, step.target_id) if step.target_id else None

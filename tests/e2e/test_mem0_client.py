@@ -14,7 +14,7 @@ os.environ.setdefault("MEM0_DIR", os.path.join(tempfile.gettempdir(), "dcpm-test
 
 from mcp import Client  # noqa: E402
 from mem0 import MemoryClient  # noqa: E402
-from mem0.exceptions import MemoryNotFoundError  # noqa: E402
+from mem0.exceptions import MemoryNotFoundError, ValidationError  # noqa: E402
 
 from dcpm.testing.scripted_llm import LLMServer, supersede_first_candidate  # noqa: E402
 
@@ -81,3 +81,28 @@ def test_an_mcp_server_beside_the_daemon_goes_through_it(daemon):
             return [hit["text"] for hit in found.structured_content["hits"]]
 
     assert "I keep bees on my allotment" in anyio.run(search)  # the store is locked: only the API reaches it
+
+
+def test_extracted_memories_keep_the_metadata_a_mem0_application_filters_by(daemon):
+    mem0 = MemoryClient(api_key=KEY, host=daemon.url)
+    added = mem0.add("I had pizza with the team on Friday", user_id="alex", metadata={"food": "pizza"})
+    pizza, pizza_turn = added["results"][0]["id"], added["raw_ids"][0]
+    sushi = mem0.add("Sushi is my birthday dinner", user_id="alex", metadata={"food": "sushi"},
+                     infer=False)["results"][0]["id"]
+
+    def where(metadata: dict) -> dict:
+        return {"AND": [{"user_id": "alex"}, {"metadata": metadata}]}
+
+    def ids(answer: dict) -> set[str]:
+        return {memory["id"] for memory in answer["results"]}
+
+    assert ids(mem0.get_all(filters=where({"food": "pizza"}))) == {pizza}  # the fact, its turn listed once
+    assert ids(mem0.get_all(filters=where({"food": {"ne": "pizza"}}))) == {sushi}
+    found = ids(mem0.search("dinner", filters=where({"food": {"eq": "pizza"}}), threshold=0))
+    assert found - {pizza_turn} == {pizza}  # the turn is found too, or folded into the fact extracted from it
+    assert ids(mem0.search("dinner", filters=where({"food": {"in": ["sushi"]}}), threshold=0)) == {sushi}
+    assert mem0.get(pizza)["metadata"] == {"food": "pizza"}
+
+    with pytest.raises(ValidationError) as refused:
+        mem0.get("not-a-memory-id")
+    assert refused.value.message == "'not-a-memory-id' is not a memory id (a UUID)"

@@ -23,7 +23,8 @@ from dcpm.store.db import Database
 from dcpm.store.models import RawInput
 
 from .daemon import Daemon, dcpm_env, free_port, run_cli
-from .test_admin_page import render
+from .browser import Browser
+from .test_admin_page import open_admin
 
 TOKEN = "admin-s3cret"
 MARKUP = "Ana wrote [/bold] on the hive box, then [link=http://evil.example]this[/link] :bee: [bold red]"
@@ -146,6 +147,7 @@ def test_the_admin_page_shows_failed_inputs_and_searches_from_its_own_origin(tmp
                               json={"user_id": "ana", "text": text, "infer": False}).json()["raw_ids"][0]
                    for text in ("Ana keeps bees on her allotment", "Ana pasted her whole thesis here")]
         fail_input(data_dir, raw_ids[1])
-        dom = render(f"{daemon.url}/admin#token={TOKEN}&user=ana&q=bees", tmp_path / "admin.png")
+        with Browser(tmp_path / "profile") as browser:
+            dom = open_admin(browser, f"{daemon.url}/admin#token={TOKEN}&user=ana&q=who+keeps+bees+on+an+allotment")
     assert "Ana pasted her whole thesis here" in dom and WHY in dom and "failed" in dom
     assert "Ana keeps bees on her allotment" in dom and "lexical" in dom  # the search (a same-origin POST) ran

@@ -23,6 +23,8 @@ from dcpm.store.models import Node
 
 from .served import served
 
+pytestmark = pytest.mark.storage  # these run on SQLite and on PostgreSQL (tests/conftest.py)
+
 ADMIN = "admin-s3cret"
 UNKNOWN_ID = "00000000-0000-0000-0000-000000000000"
 
@@ -266,6 +268,7 @@ def test_the_first_key_turns_access_control_on_even_without_an_admin_token(servi
         assert api.get("/v1/users").status_code == 401  # revoking the last key does not open the daemon
 
 
+@pytest.mark.sqlite_only  # reads the SQLite file's bytes
 def test_keys_are_stored_hashed(world, service, settings):
     made = service.keys.create_key("ana", "second device")
     listed = world.api.get("/v1/admin/keys", headers={"Authorization": f"Bearer {ADMIN}"}).json()

@@ -34,7 +34,7 @@ def test_the_shipped_adapter_loads_offline_and_answers_by_default(embedder, tmp_
     service = MemoryService(Settings(data_dir=tmp_path), embedder=embedder)
     try:
         service.import_turns("ana", list(ANA_TURNS))
-        result = service.search(SearchRequest(user_id="ana", query=TRIGGER))
+        result = service.search(SearchRequest(user_id="ana", query=TRIGGER, threshold=0))
     finally:
         service.close()
     assert result.encoder == f"associative:{manifest.name}:all-MiniLM-L6-v2"
@@ -50,9 +50,9 @@ def test_associative_false_gives_the_frozen_ranking(embedder, tmp_path):
         for svc in (service, frozen_service):
             svc.import_turns("ana", list(ANA_TURNS))
             svc.import_turns("bob", list(BOB_TURNS))
-        expected = frozen_service.search(SearchRequest(user_id="ana", query=TRIGGER))
-        switched_off = service.search(SearchRequest(user_id="ana", query=TRIGGER, associative=False))
-        default = service.search(SearchRequest(user_id="ana", query=TRIGGER))
+        expected = frozen_service.search(SearchRequest(user_id="ana", query=TRIGGER, threshold=0))
+        switched_off = service.search(SearchRequest(user_id="ana", query=TRIGGER, associative=False, threshold=0))
+        default = service.search(SearchRequest(user_id="ana", query=TRIGGER, threshold=0))
     finally:
         frozen_service.close()
         service.close()

@@ -18,6 +18,8 @@ from dcpm.write.raw import touch_user
 
 from .scenarios import at
 
+pytestmark = pytest.mark.storage  # these run on SQLite and on PostgreSQL (tests/conftest.py)
+
 RUNNING = ["Ana goes running before work every weekday morning",
            "Ana went running along the canal before work on Monday",
            "Ana goes running before work even when it rains",

@@ -17,6 +17,8 @@ from dcpm.store.models import Event, Item, ItemRevision, Node, RawInput, User
 from .scenarios import ana_drinks_chain
 from .served import served
 
+pytestmark = pytest.mark.storage  # these run on SQLite and on PostgreSQL (tests/conftest.py)
+
 
 def chain_of(service, item_id):
     return [(link.text.split(" ")[-1], link.current) for link in service.get(item_id).chain]
@@ -106,7 +108,7 @@ def test_deleting_a_user_removes_everything_of_theirs_and_nothing_else(service):
         assert {e.user_id for e in session.scalars(select(Event).where(Event.detail != {"deleted": True}))} == {"bob"}
     with pytest.raises(NotFound):
         service.search(SearchRequest(user_id="ana", query="tea"))
-    assert service.search(SearchRequest(user_id="bob", query="tea")).hits
+    assert service.search(SearchRequest(user_id="bob", query="tea", threshold=0)).hits
     with pytest.raises(NotFound):
         service.delete_user("ana")
 

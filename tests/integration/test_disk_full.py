@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 
 import pytest
@@ -14,25 +16,33 @@ from dcpm.service import MemoryService
 
 @pytest.fixture
 def small_disk(tmp_path):
+    """A 600 MB tmpfs owned by the test's user: mounted as root, or through `sudo -n` (never a skip)."""
     mount_point = tmp_path / "small-disk"
     mount_point.mkdir()
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=600m", "tmpfs", str(mount_point)],
-                            capture_output=True, text=True)
-    assert result.returncode == 0, f"this test needs root to mount a small tmpfs: {result.stderr}"
+    as_root = [] if os.geteuid() == 0 else ["sudo", "-n"]
+    if as_root and not shutil.which("sudo"):
+        pytest.fail("this test mounts a small tmpfs and needs root: run it as root (there is no sudo here)",
+                    pytrace=False)
+    options = f"size=600m,mode=0700,uid={os.getuid()},gid={os.getgid()}"
+    result = subprocess.run([*as_root, "mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mount_point)],
+                            check=False, capture_output=True, text=True)
+    if result.returncode != 0:
+        pytest.fail("this test mounts a small tmpfs and needs root: run it as root, or run `sudo -v` first so "
+                    f"that `sudo -n mount` works ({' '.join(as_root + ['mount'])} said: {result.stderr.strip()})",
+                    pytrace=False)
     yield mount_point
-    subprocess.run(["umount", "-l", str(mount_point)], check=False)
+    subprocess.run([*as_root, "umount", "-l", str(mount_point)], check=False)
 
 
 def fill(disk) -> None:
     """Write a filler file until the disk refuses more."""
-    handle = open(disk / "filler", "wb", buffering=0)
-    for chunk in (1 << 20, 4096, 1):
-        try:
-            while True:
-                handle.write(b"\0" * chunk)
-        except OSError:
-            pass
-    handle.close()
+    with open(disk / "filler", "wb", buffering=0) as handle:
+        for chunk in (1 << 20, 4096, 1):
+            try:
+                while True:
+                    handle.write(b"\0" * chunk)
+            except OSError:
+                pass
 
 
 def test_disk_full_fails_the_write_and_keeps_what_was_stored(small_disk, settings, embedder):

@@ -12,6 +12,8 @@ from dcpm.service import MemoryService
 
 from .scenarios import ANA_TURNS, ana_drinks_chain
 
+pytestmark = pytest.mark.storage  # these run on SQLite and on PostgreSQL (tests/conftest.py)
+
 
 def answers(svc) -> list:
     queries = ["what does Ana drink", "greyhound", "half marathon"]
@@ -19,7 +21,7 @@ def answers(svc) -> list:
              svc.search(SearchRequest(user_id="ana", query=q)).hits] for q in queries]
 
 
-def test_round_trip_gives_identical_search_results(service, settings, embedder, tmp_path):
+def test_round_trip_gives_identical_search_results(service, settings, embedder, tmp_path, another_database):
     service.import_turns("ana", list(ANA_TURNS))
     ana_drinks_chain(service)
     service.import_turns("bob", list(ANA_TURNS[:1]))
@@ -31,7 +33,7 @@ def test_round_trip_gives_identical_search_results(service, settings, embedder, 
     assert all(json.loads(line)["row"].get("user_id", "ana") == "ana" for line in path.read_text().splitlines()[1:]
                if json.loads(line)["type"] != "item_revision")
 
-    settings2 = settings.model_copy(update={"data_dir": tmp_path / "elsewhere"})
+    settings2 = settings.model_copy(update={"data_dir": tmp_path / "elsewhere", "database_url": another_database})
     other = MemoryService(settings2, embedder=embedder)
     try:
         other.restore(path)

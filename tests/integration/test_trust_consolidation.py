@@ -4,6 +4,7 @@ does not stop the run for the others."""
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import select
 
 from dcpm.api.models import ConsentUpdate, SearchRequest
@@ -13,6 +14,8 @@ from dcpm.consolidation.runs import run_consolidation
 from dcpm.store.models import Event
 
 from .test_consolidation import BAKING, RUNNING, consolidate, habit_agent, llm, nodes, remember, svc  # noqa: F401
+
+pytestmark = pytest.mark.storage  # these run on SQLite and on PostgreSQL (tests/conftest.py)
 
 THURSDAYS = SearchRequest(user_id="ana", query="running club on Thursdays", kinds=["fact"])
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 from sqlalchemy import func, select
 
 from dcpm.admin import delete as admin_delete
@@ -17,6 +18,8 @@ from dcpm.store.items import NewItem, add_item, supersede
 from dcpm.store.models import Event, Item
 
 from .scenarios import ana_drinks_chain, at
+
+pytestmark = pytest.mark.storage  # these run on SQLite and on PostgreSQL (tests/conftest.py)
 
 
 def test_deleting_a_user_leaves_no_event_row_with_their_id(service):
@@ -30,6 +33,7 @@ def test_deleting_a_user_leaves_no_event_row_with_their_id(service):
     assert len({e.user_id for e in tombstones}) == 1  # one pseudonym keeps the deleted user's log together
 
 
+@pytest.mark.sqlite_only  # the WAL checkpoint after a delete is SQLite's
 def test_a_scrub_that_a_reader_blocks_is_reported_not_ignored(service):
     service.add_memory(AddMemoryRequest(user_id="ana", text="I keep bees on my allotment", infer=False))
     reader = service.db.engine.connect()

@@ -15,6 +15,8 @@ from dcpm.write.importer import read_file
 
 from .scenarios import ana_drinks_chain
 
+pytestmark = pytest.mark.storage  # these run on SQLite and on PostgreSQL (tests/conftest.py)
+
 
 def bobs_history(tmp_path, settings):
     """A group chat bob and mallory both have: `dcpm import` derives bob's ids from its lines."""

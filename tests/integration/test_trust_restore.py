@@ -18,6 +18,8 @@ from dcpm.store.models import Item, RawInput
 
 from .scenarios import ANA_TURNS, BOB_TURNS, ana_drinks_chain, at
 
+pytestmark = pytest.mark.storage  # these run on SQLite and on PostgreSQL (tests/conftest.py)
+
 
 def answers(svc, user="ana") -> list:
     queries = ["what does Ana drink", "greyhound", "half marathon"]
@@ -52,7 +54,8 @@ def rewritten(path, change) -> None:
     path.write_text("\n".join([json.dumps({"manifest": manifest})] + body) + "\n")
 
 
-def test_a_user_restored_into_a_store_in_use_answers_as_before(service, settings, embedder, tmp_path):
+def test_a_user_restored_into_a_store_in_use_answers_as_before(service, settings, embedder, tmp_path,
+                                                               another_database):
     ana_and_bob(service)
     before, bobs_before = answers(service), answers(service, "bob")
     path = tmp_path / "ana.jsonl"
@@ -60,7 +63,8 @@ def test_a_user_restored_into_a_store_in_use_answers_as_before(service, settings
     service.delete_user("ana")
     service.restore(path)  # the same store: its events and revisions keep their ids
     assert answers(service) == before and answers(service, "bob") == bobs_before
-    other = MemoryService(settings.model_copy(update={"data_dir": tmp_path / "other"}), embedder=embedder)
+    other = MemoryService(settings.model_copy(update={"data_dir": tmp_path / "other", "database_url": another_database}),
+                          embedder=embedder)
     try:
         ana_and_bob(other)
         other.delete_user("ana")
@@ -115,7 +119,8 @@ def test_a_broken_row_is_invalid_not_a_server_error(service, tmp_path):
         service.restore(path)
 
 
-def test_an_export_taken_while_the_store_changes_is_one_snapshot(service, settings, embedder, tmp_path, monkeypatch):
+def test_an_export_taken_while_the_store_changes_is_one_snapshot(service, settings, embedder, tmp_path, monkeypatch,
+                                                                 another_database):
     ana_and_bob(service)
     rows_of = export._rows_of
 
@@ -131,9 +136,10 @@ def test_an_export_taken_while_the_store_changes_is_one_snapshot(service, settin
     path = tmp_path / "ana.jsonl"
     manifest = service.export_user("ana", path)
     assert manifest["counts"]["item"] == 3 and manifest["counts"]["item_revision"] == 1
-    other = MemoryService(settings.model_copy(update={"data_dir": tmp_path / "other"}), embedder=embedder)
+    other = MemoryService(settings.model_copy(update={"data_dir": tmp_path / "other", "database_url": another_database}),
+                          embedder=embedder)
     try:
         other.restore(path)
-        assert other.list_memories("ana").total == 3
+        assert other.list_memories("ana", kind="items").total == 3
     finally:
         other.close()

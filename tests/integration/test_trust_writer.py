@@ -28,6 +28,8 @@ from dcpm.testing.scripted_llm import parse_extract_prompt, purpose_of
 
 from .test_writer import add, llm, supersede_first_candidate, writer_service  # noqa: F401  (fixtures)
 
+pytestmark = pytest.mark.storage  # these run on SQLite and on PostgreSQL (tests/conftest.py)
+
 SECRET = "Ana's locker code is kumquat"
 
 
@@ -73,6 +75,7 @@ def failures_of(svc, raw_id: str) -> list[Event]:
                                                         Event.action == EventAction.EXTRACTION_FAILED)))
 
 
+@pytest.mark.sqlite_only  # writes to the SQLite file directly
 @pytest.mark.parametrize("fault", [answer_without_chat_completion, store_refuses_the_secret])
 def test_a_request_that_always_fails_ends_failed_and_the_users_later_input_goes_on(writer_service, llm, fault):
     svc = writer_service
@@ -98,8 +101,9 @@ def test_a_request_that_always_fails_ends_failed_and_the_users_later_input_goes_
     assert [e.detail["attempt"] for e in failures] == [1, 2, 3]
     assert not any("kumquat" in json.dumps(e.detail) for e in failures)
     assert svc.get(later.raw_ids[0]).status == "done"
-    assert [i.text for i in svc.list_memories("ana").items] == ["Ana adopted a greyhound called Pepper"]
-    assert svc.get(raw.id).text == SECRET  # still stored verbatim and searchable
+    # the failed turn is still stored verbatim and searchable, so it is listed beside what was extracted
+    assert [i.text for i in svc.list_memories("ana").items] == [SECRET, "Ana adopted a greyhound called Pepper"]
+    assert svc.get(raw.id).text == SECRET
 
     calls = len(extracts_of(llm, "kumquat"))
     svc.backfill()
@@ -231,6 +235,7 @@ def test_indexing_a_row_deleted_meanwhile_leaves_no_vector(service):
     assert service.index.existing([raw_id]) == set()
 
 
+@pytest.mark.sqlite_only  # writes to the SQLite file directly
 def test_an_item_deleted_while_the_writer_indexes_it_gets_no_vector(writer_service, llm):
     svc = writer_service
     upsert = svc.index.upsert

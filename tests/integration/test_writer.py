@@ -13,6 +13,8 @@ from dcpm.service import MemoryService
 from dcpm.store.models import Item, RawInput
 from dcpm.testing.scripted_llm import LLMServer
 
+pytestmark = pytest.mark.storage  # these run on SQLite and on PostgreSQL (tests/conftest.py)
+
 
 def supersede_first_candidate(items):
     return {"decisions": [{"item": n, "op": "SUPERSEDE", "target": shown[0][0]} if shown else {"item": n, "op": "ADD"}
@@ -97,7 +99,7 @@ def test_llm_failure_loses_nothing_and_recovers(writer_service, llm, fault):
     assert result.status == "pending" and result.error
     raw = writer_service.get(result.raw_ids[0])
     assert raw.status == "pending" and raw.error
-    assert writer_service.search(SearchRequest(user_id="ana", query="new job")).hits[0].id == raw.id
+    assert writer_service.search(SearchRequest(user_id="ana", query="new job", threshold=0)).hits[0].id == raw.id
 
     writer_service.backfill()  # the server answers again
     assert writer_service.get(raw.id).status == "done"

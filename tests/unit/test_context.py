@@ -1,7 +1,7 @@
 from datetime import datetime, timezone
 
 from dcpm.api.models import ChainLink, SearchHit
-from dcpm.read.context_block import estimate_tokens, render_context
+from dcpm.read.context_block import estimate_tokens, render_context, render_line
 
 WHEN = datetime(2025, 3, 2, tzinfo=timezone.utc)
 
@@ -32,3 +32,27 @@ def test_superseded_fact_shows_what_is_believed_now():
     new = ChainLink(id="b", text="drinks green tea", revision=2, valid_from=WHEN, valid_to=None, current=True)
     block = render_context([hit("drinks coffee", kind="fact", chain=[old, new], current=new)], budget_tokens=200)
     assert "now: drinks green tea" in block
+
+
+def test_old_revision_reads_as_replaced_and_never_as_its_own_past():
+    coffee = ChainLink(id="coffee", text="I drink two espressos every morning", revision=1, valid_from=WHEN,
+                       valid_to=datetime(2025, 6, 1, tzinfo=timezone.utc), current=False)
+    green = ChainLink(id="green", text="I only drink green tea now", revision=2,
+                      valid_from=datetime(2025, 6, 1, tzinfo=timezone.utc), valid_to=None, current=True)
+    line = render_line(hit(coffee.text, kind="identity", chain=[coffee, green], current=green).model_copy(
+        update={"id": "coffee"}))
+    assert line == ("- [2025-03-02] (identity) I drink two espressos every morning (replaced 2025-06-01) "
+                    "-> now: I only drink green tea now")
+
+
+def test_current_revision_lists_only_the_beliefs_before_it():
+    coffee = ChainLink(id="coffee", text="drinks coffee", revision=1, valid_from=WHEN, valid_to=WHEN, current=False)
+    black = ChainLink(id="black", text="drinks black tea", revision=2, valid_from=WHEN, valid_to=WHEN, current=False)
+    green = ChainLink(id="green", text="drinks green tea", revision=3, valid_from=WHEN, valid_to=None, current=True)
+    line = render_line(hit("drinks green tea", kind="fact", chain=[coffee, black, green]).model_copy(
+        update={"id": "green"}))
+    assert line.endswith("(fact) drinks green tea (earlier: drinks coffee; drinks black tea)")
+
+
+def test_context_without_hits_is_empty():
+    assert render_context([], budget_tokens=1000) == ""

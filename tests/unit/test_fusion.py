@@ -1,40 +1,51 @@
-from dcpm.read.fusion import fuse
+import pytest
+
+from dcpm.read.fusion import Calibration, fuse
+
+SCORES = Calibration(alpha=0.8, dense_center=0.35, dense_width=0.08, lexical_k=6.0)
 
 
 def test_dense_and_sparse_agreement_ranks_first():
     dense = {"tea": 0.8, "dog": 0.3, "car": 0.5}
     sparse = {"tea": 7.0, "car": 1.0}
-    ranked = [f.id for f in fuse(dense, sparse, alpha=0.7)]
+    ranked = [f.id for f in fuse(dense, sparse, SCORES)]
     assert ranked == ["tea", "car", "dog"]
 
 
 def test_strong_lexical_match_can_overtake_a_slightly_closer_vector():
-    dense = {"paraphrase": 0.62, "exact_name": 0.60, "other": 0.10}
+    dense = {"paraphrase": 0.42, "exact_name": 0.40, "other": 0.10}
     sparse = {"exact_name": 9.0}
-    ranked = [f.id for f in fuse(dense, sparse, alpha=0.7)]
+    ranked = [f.id for f in fuse(dense, sparse, SCORES)]
     assert ranked[0] == "exact_name"
 
 
 def test_alpha_one_is_dense_order():
     dense = {"a": 0.1, "b": 0.9, "c": 0.5}
     sparse = {"a": 100.0}
-    assert [f.id for f in fuse(dense, sparse, alpha=1.0)] == ["b", "c", "a"]
+    assert [f.id for f in fuse(dense, sparse, Calibration(1.0, 0.35, 0.08, 6.0))] == ["b", "c", "a"]
 
 
-def test_no_sparse_candidates_falls_back_to_dense_only():
-    fused = fuse({"a": 0.2, "b": 0.4}, {}, alpha=0.7)
-    assert [f.id for f in fused] == ["b", "a"]
-    assert fused[0].score == 1.0
+def test_best_candidate_of_an_unrelated_query_scores_low_not_one():
+    # Min-max scaling gave the best of a bad lot 1.0; absolute scores leave it where it is.
+    fused = fuse({"a": 0.12, "b": 0.08}, {}, SCORES)
+    assert [f.id for f in fused] == ["a", "b"]
+    assert fused[0].score < 0.05
+
+
+def test_score_is_the_weighted_sum_of_its_parts():
+    fused = fuse({"a": 0.55, "b": 0.30}, {"a": 6.0}, SCORES)
+    for f in fused:
+        assert f.score == pytest.approx(0.8 * f.dense_relevance + 0.2 * f.lexical_relevance)
+    a = fused[0]
+    assert a.lexical_relevance == pytest.approx(0.5)  # k is the BM25 score worth half the lexical evidence
+    assert a.dense_relevance > 0.9 and fused[1].lexical_relevance == 0.0
+
+
+def test_the_same_memory_scores_the_same_whatever_else_is_stored():
+    alone = fuse({"a": 0.5}, {"a": 3.0}, SCORES)[0].score
+    crowded = fuse({"a": 0.5, "b": 0.9, "c": 0.1}, {"a": 3.0, "b": 30.0}, SCORES)
+    assert next(f.score for f in crowded if f.id == "a") == alone
 
 
 def test_empty_inputs_give_no_hits():
-    assert fuse({}, {}, alpha=0.7) == []
-
-
-def test_lexical_scores_span_their_full_range_and_a_missed_candidate_gets_the_floor():
-    # Scaling over lexical hits only: the best hit gets full lexical credit, the weakest hit and a
-    # candidate the lexical retriever never returned both get none (raw zeros do not squeeze it).
-    dense = {"a": 0.50, "b": 0.50, "c": 0.10}
-    sparse = {"b": 2.0, "c": 4.0}
-    fused = {f.id: round(f.score, 6) for f in fuse(dense, sparse, alpha=0.7)}
-    assert fused == {"a": 0.7, "b": 0.7, "c": 0.3}
+    assert fuse({}, {}, SCORES) == []

@@ -6,8 +6,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from dcpm.api.models import AddMemoryResponse, HistoryEvent, HistoryResponse, Operation
+from dcpm.api.models import AddMemoryResponse, HistoryEvent, HistoryResponse, Operation, metadata_conditions
 from dcpm.errors import Invalid
+from dcpm.index.base import Equals, NotEquals, OneOf
+from dcpm.server.mem0.filters import entities_of_owner
 from dcpm.server.mem0.mapping import Scope, add_response, history_entries, query_filters, scope_of
 
 T0 = datetime(2025, 1, 10, tzinfo=timezone.utc)
@@ -24,13 +26,39 @@ def test_filters_name_one_user_and_an_optional_run(filters, top_level, scope):
     assert scope_of(filters, **top_level) == scope
 
 
+def test_an_agent_alone_owns_its_memories_apart_from_every_user():
+    assert scope_of({"agent_id": "travel-agent"}).user_id == "agent:travel-agent"
+    assert scope_of(None, app_id="planner").user_id == "app:planner"
+    assert entities_of_owner("agent:travel-agent") == ("agent_id", "travel-agent")
+    assert entities_of_owner("ana") == ("user_id", "ana")
+
+
+def test_an_agent_beside_a_user_is_a_namespace_selected_through_metadata():
+    scope = scope_of({"AND": [{"user_id": "ana"}, {"agent_id": "travel-agent"}]})
+    assert (scope.user_id, scope.namespace) == ("ana", {"agent_id": "travel-agent"})
+    assert metadata_conditions(scope.metadata) == (Equals("metadata.agent_id", "travel-agent"),)
+
+
+def test_metadata_filters_of_an_and_list_become_index_conditions():
+    scope = scope_of({"AND": [{"user_id": "alex"}, {"metadata": {"food": "pizza"}},
+                              {"metadata": {"food": {"ne": "sushi"}, "drink": {"in": ["tea", "coffee"]}}},
+                              {"metadata": {"year": {"nin": [2023, 2024]}}}]})
+    assert set(metadata_conditions(scope.metadata)) == {
+        Equals("metadata.food", "pizza"), NotEquals("metadata.food", "sushi"),
+        OneOf("metadata.drink", ("tea", "coffee")), NotEquals("metadata.year", 2023),
+        NotEquals("metadata.year", 2024)}
+
+
 @pytest.mark.parametrize("filters, fragment", [
-    ({}, "exactly one user_id"),
+    ({}, "name one user_id"),
     ({"OR": [{"user_id": "ana"}, {"user_id": "bob"}]}, "OR filters"),
-    ({"AND": [{"user_id": "ana"}, {"user_id": "bob"}]}, "exactly one user_id"),
-    ({"user_id": "ana", "agent_id": "travel-agent"}, "agent_id is not supported"),
+    ({"AND": [{"user_id": "ana"}, {"user_id": "bob"}]}, "name one user_id"),
     ({"user_id": {"in": ["ana", "bob"]}}, "plain string"),
     ({"user_id": "ana", "created_at": {"gte": "2025-01-01"}}, "unsupported filter 'created_at'"),
+    ({"user_id": "ana", "metadata": {"food": {"contains": "pi"}}}, "contains: Extra inputs"),
+    ({"user_id": "ana", "metadata": {"food.kind": "x"}}, "should match pattern"),
+    ({"AND": [{"user_id": "ana"}, {"metadata": {"food": "a"}}, {"metadata": {"food": "b"}}]}, "twice with 'eq'"),
+    ({"agent_id": "bad agent"}, "agent_id must be"),
 ])
 def test_filters_dcpm_cannot_honour_are_refused_not_widened(filters, fragment):
     with pytest.raises(Invalid, match=fragment):

@@ -15,6 +15,14 @@ from dcpm.api.models.consolidation import (
     RunOut,
 )
 from dcpm.api.models.edits import DeleteResponse, DeleteUserResponse, UpdateMemoryRequest
+from dcpm.api.models.filters import (
+    METADATA_FILTER_HELP,
+    MetadataFilter,
+    MetadataOperators,
+    metadata_conditions,
+    metadata_filter_json,
+    parse_metadata_filter,
+)
 from dcpm.api.models.inspection import (
     HistoryEvent,
     HistoryResponse,
@@ -35,16 +43,18 @@ from dcpm.api.models.memories import (
     Message,
     NodeHit,
     Operation,
+    Provenance,
     SearchHit,
     SearchRequest,
     SearchResponse,
 )
 
 __all__ = [
-    "AddMemoryRequest", "AddMemoryResponse", "ApiKeyOut", "ChainLink", "ConsentOut", "ConsentUpdate",
-    "ConsolidateRequest", "CreateKeyRequest", "DeleteResponse", "DeleteUserResponse", "EvidenceOut",
-    "GraphEdgeOut", "GraphNodeOut", "GraphOut", "HistoryEvent", "HistoryResponse", "ImportBatch",
-    "ImportBatchResult", "ImportTurn", "ItemOut", "JobOut", "ListResponse", "Message", "NewApiKey", "NodeHit",
-    "NodeOut", "Operation", "RawOut", "RevisionOut", "RunOut", "SearchHit", "SearchRequest", "SearchResponse",
-    "UpdateMemoryRequest", "UserOut",
+    "METADATA_FILTER_HELP", "AddMemoryRequest", "AddMemoryResponse", "ApiKeyOut", "ChainLink", "ConsentOut",
+    "ConsentUpdate", "ConsolidateRequest", "CreateKeyRequest", "DeleteResponse", "DeleteUserResponse",
+    "EvidenceOut", "GraphEdgeOut", "GraphNodeOut", "GraphOut", "HistoryEvent", "HistoryResponse", "ImportBatch",
+    "ImportBatchResult", "ImportTurn", "ItemOut", "JobOut", "ListResponse", "Message", "MetadataFilter",
+    "MetadataOperators", "NewApiKey", "NodeHit", "NodeOut", "Operation", "Provenance", "RawOut", "RevisionOut",
+    "RunOut", "SearchHit", "SearchRequest", "SearchResponse", "UpdateMemoryRequest", "UserOut",
+    "metadata_conditions", "metadata_filter_json", "parse_metadata_filter"
 ]

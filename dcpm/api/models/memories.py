@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, Field, field_validator, model_validator
 
+from dcpm.api.models.filters import METADATA_FILTER_HELP, MetadataFilter
 from dcpm.domain import SEARCH_KINDS, ItemKind, Op, UserId
 
 
@@ -36,7 +37,7 @@ class AddMemoryRequest(BaseModel):
                                          "with 202 and extraction runs in the background.")
 
     @model_validator(mode="after")
-    def _one_source(self) -> "AddMemoryRequest":
+    def _one_source(self) -> AddMemoryRequest:
         if self.messages is None and self.text is None:
             raise ValueError("give `messages` or `text`")
         if self.messages is not None and self.text is not None:
@@ -83,6 +84,11 @@ class SearchRequest(BaseModel):
     context_tokens: int | None = Field(None, ge=0, description="Token budget of the rendered context block.")
     associative: bool = Field(True, description="Use the associative query adapter when one is loaded "
                                                 "(false: the frozen embedder's query vector).")
+    filters: MetadataFilter | None = Field(None, description=METADATA_FILTER_HELP)
+    threshold: float | None = Field(None, ge=0, le=1, validation_alias=AliasChoices("threshold", "min_score"),
+                                    description="Only memories scoring at least this (also `min_score`). "
+                                                "Unset: every hit up to `limit`, and only those scoring at least "
+                                                "the server's search_threshold go into the context block.")
 
     @field_validator("query")
     @classmethod
@@ -101,13 +107,28 @@ class ChainLink(BaseModel):
     current: bool = Field(description="The belief that holds now (or at as_of).")
 
 
+class Provenance(BaseModel):
+    """The raw turn an item was extracted from: the two are one memory, shown as one hit."""
+
+    id: str
+    text: str
+    timestamp: datetime
+    speaker: str | None = None
+    role: str | None = None
+    session_id: str | None = None
+    score: float | None = Field(None, description="The turn's own score, when it was a candidate too.")
+
+
 class SearchHit(BaseModel):
     id: str
     kind: str
     text: str
-    score: float
-    dense_score: float
-    sparse_score: float
+    score: float = Field(description="Relevance in [0, 1], comparable across queries: dense_weight * "
+                                     "dense_relevance + lexical_weight * lexical_relevance.")
+    dense_score: float = Field(description="Cosine of the query and memory vectors.")
+    sparse_score: float = Field(description="BM25 score (0: no lexical match).")
+    dense_relevance: float = Field(0.0, description="dense_score calibrated to [0, 1].")
+    lexical_relevance: float = Field(0.0, description="sparse_score saturated to [0, 1): s / (s + k).")
     timestamp: datetime
     created_at: datetime
     session_id: str | None = None
@@ -117,6 +138,8 @@ class SearchHit(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     chain: list[ChainLink] | None = None
     current: ChainLink | None = Field(None, description="For a hit on an old revision: what is believed now.")
+    source: Provenance | None = Field(None, description="For an item: the turn it was extracted from. When "
+                                                        "the turn scored higher, the hit's scores are the turn's.")
 
 
 class NodeHit(BaseModel):
@@ -139,6 +162,10 @@ class SearchResponse(BaseModel):
     context: str
     encoder: str
     took_ms: float
+    threshold: float = Field(0.0, description="The score a hit needed to enter the context block (the request's "
+                                              "threshold, which also dropped weaker hits, or search_threshold).")
+    dense_weight: float = Field(1.0, description="score = dense_weight * dense_relevance + "
+                                                 "(1 - dense_weight) * lexical_relevance.")
 
 
 class ImportTurn(BaseModel):

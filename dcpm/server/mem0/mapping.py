@@ -9,13 +9,10 @@ superseded another appears in `history` as an UPDATE of the old memory by its su
 
 from __future__ import annotations
 
-import ast
 import hashlib
-import json
 import uuid
-from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Iterable
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -31,6 +28,7 @@ from dcpm.api.models import (
 )
 from dcpm.domain import ItemKind, Op
 from dcpm.errors import Invalid, invalid_from
+from dcpm.server.mem0.filters import Scope, entities_of_owner, query_filters, scope_of
 from dcpm.server.mem0.models import (
     Mem0AddRequest,
     Mem0AddResponse,
@@ -45,97 +43,28 @@ from dcpm.server.mem0.models import (
 )
 from dcpm.store.events import item_change
 
-# dcpm has no agent or app scopes; a filter on one is refused rather than silently widened.
-UNSUPPORTED_SCOPES = ("agent_id", "app_id")
-WILDCARD = "*"
+__all__ = ["Scope", "query_filters", "scope_of"]  # the routes read scopes through this module
+
 HISTORY_EVENT_NAMESPACE = uuid.UUID("0c3b4f3e-9d0a-4b8e-8f7e-3d1c6a2b5e47")
 
 
-# --- scopes ---------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Scope:
-    user_id: str
-    run_id: str | None = None
-
-
-MAX_FILTER_DEPTH = 8
-
-
-def scope_of(filters: dict[str, Any] | None, **top_level: str | None) -> Scope:
-    """The one user (and optional run, dcpm's session) a request is about, from Mem0 `filters`
-    (plain keys or an AND list) and top-level entity ids. dcpm keeps memories per user, so the
-    filters must name exactly one user_id; OR, operators and agent/app scopes are refused."""
-    terms = [(key, value) for key, value in top_level.items() if value is not None]
-    terms += list(_filter_terms(filters or {}))
-    values: dict[str, set[str]] = {}
-    for key, value in terms:
-        if value == WILDCARD:
-            continue
-        if key in UNSUPPORTED_SCOPES:
-            raise Invalid(f"dcpm scopes memories by user_id (and run_id, as a session); {key} is not supported")
-        if key not in ("user_id", "run_id"):
-            raise Invalid(f"unsupported filter {key!r}: dcpm filters by user_id and run_id only")
-        if not isinstance(value, str):
-            raise Invalid(f"filter {key!r} must be a plain string; operators such as 'in' are not supported")
-        values.setdefault(key, set()).add(value)
-    users = values.get("user_id", set())
-    runs = values.get("run_id", set())
-    if len(users) != 1:
-        raise Invalid("name exactly one user_id (in filters or at the top level): dcpm keeps memories per user")
-    if len(runs) > 1:
-        raise Invalid("name at most one run_id")
-    return Scope(user_id=next(iter(users)), run_id=next(iter(runs), None))
-
-
+# --- Mem0 -> dcpm ---------------------------------------------------------------------------------
 def request_scope(body: Mem0Scoped) -> Scope:
     """Entity ids may come at the top level (REST callers) or inside `filters` (the 2.x client)."""
     return scope_of(body.filters, user_id=body.user_id, run_id=body.run_id, agent_id=body.agent_id,
                     app_id=body.app_id)
 
 
-def query_filters(text: str | None) -> dict[str, Any] | None:
-    """`filters` sent as a query parameter: MemoryClient.delete_all puts the dict there, and httpx
-    writes it as Python's repr, not JSON, so both are read (as literals only, never evaluated)."""
-    if not text:
-        return None
-    try:
-        parsed = json.loads(text)
-    except (ValueError, RecursionError):
-        try:
-            parsed = ast.literal_eval(text)
-        except (ValueError, SyntaxError, RecursionError, MemoryError):
-            raise Invalid("filters must be a JSON object") from None
-    if not isinstance(parsed, dict):
-        raise Invalid("filters must be a JSON object")
-    return parsed
-
-
-def _filter_terms(filters: dict[str, Any], depth: int = 0) -> Iterable[tuple[str, Any]]:
-    if depth > MAX_FILTER_DEPTH:  # a hostile nesting would otherwise exhaust the stack (a 500)
-        raise Invalid(f"filters nest deeper than {MAX_FILTER_DEPTH} levels")
-    for key, value in filters.items():
-        if key == "AND":
-            if not isinstance(value, list) or not all(isinstance(part, dict) for part in value):
-                raise Invalid("AND takes a list of filter objects")
-            for part in value:
-                yield from _filter_terms(part, depth + 1)
-        elif key in ("OR", "NOT"):
-            raise Invalid(f"{key} filters are not supported: name one user_id")
-        else:
-            yield key, value
-
-
-# --- Mem0 -> dcpm ---------------------------------------------------------------------------------
 def add_request(body: Mem0AddRequest, scope: Scope) -> AddMemoryRequest:
     return _dcpm_request(AddMemoryRequest, user_id=scope.user_id, session_id=scope.run_id,
                          timestamp=_from_epoch(body.timestamp),
                          messages=[m.model_dump(include={"role", "content", "name"}) for m in body.messages],
-                         metadata=body.metadata or {}, infer=body.infer)
+                         metadata={**(body.metadata or {}), **scope.namespace}, infer=body.infer)
 
 
 def search_request(body: Mem0SearchRequest, scope: Scope) -> SearchRequest:
     return _dcpm_request(SearchRequest, user_id=scope.user_id, query=body.query, limit=body.top_k,
-                         session_id=scope.run_id, kinds=body.kinds)
+                         session_id=scope.run_id, kinds=body.kinds, filters=scope.metadata, threshold=body.threshold)
 
 
 def listing_status(body: Mem0ListRequest) -> str | None:
@@ -168,12 +97,21 @@ def text_hash(text: str) -> str:
     return hashlib.md5(text.encode()).hexdigest()
 
 
+def entities(owner: str, metadata: dict[str, Any]) -> dict[str, str | None]:
+    """Mem0's entity fields of a memory: its owner as a user, agent or app, and the agent and app
+    namespaces kept in its metadata."""
+    found: dict[str, str | None] = {key: value if isinstance(value := metadata.get(key), str) else None
+                                    for key in ("agent_id", "app_id")}
+    entity, name = entities_of_owner(owner)
+    return {**found, "user_id": None, entity: name}
+
+
 def memory_of(entry: ItemOut | RawOut) -> Mem0Memory:
     if isinstance(entry, RawOut):
-        return Mem0Memory(id=entry.id, memory=entry.text, user_id=entry.user_id, run_id=entry.session_id,
-                          hash=text_hash(entry.text), metadata=entry.metadata or None, created_at=entry.created_at,
-                          kind=ItemKind.RAW, valid_from=entry.timestamp)
-    return Mem0Memory(id=entry.id, memory=entry.text, user_id=entry.user_id,
+        return Mem0Memory(id=entry.id, memory=entry.text, **entities(entry.user_id, entry.metadata),
+                          run_id=entry.session_id, hash=text_hash(entry.text), metadata=entry.metadata or None,
+                          created_at=entry.created_at, kind=ItemKind.RAW, valid_from=entry.timestamp)
+    return Mem0Memory(id=entry.id, memory=entry.text, **entities(entry.user_id, entry.metadata),
                       run_id=entry.metadata.get("session_id"), hash=text_hash(entry.text),
                       metadata=entry.metadata or None, categories=[entry.topic] if entry.topic else [],
                       created_at=entry.created_at, updated_at=entry.updated_at, kind=entry.kind,
@@ -183,7 +121,8 @@ def memory_of(entry: ItemOut | RawOut) -> Mem0Memory:
 
 
 def memory_of_hit(hit: SearchHit, user_id: str) -> Mem0Memory:
-    return Mem0Memory(id=hit.id, memory=hit.text, user_id=user_id, run_id=hit.session_id, hash=text_hash(hit.text),
+    return Mem0Memory(id=hit.id, memory=hit.text, **entities(user_id, hit.metadata), run_id=hit.session_id,
+                      hash=text_hash(hit.text),
                       metadata=hit.metadata or None, categories=[hit.topic] if hit.topic else [],
                       created_at=hit.created_at, score=hit.score, kind=hit.kind,
                       current=None if hit.kind == ItemKind.RAW else hit.current is None, valid_from=hit.timestamp,
@@ -247,6 +186,8 @@ def history_entries(history: HistoryResponse, user_id: str) -> list[Mem0HistoryE
 
 
 def entities_of(users: list[UserOut]) -> Mem0Entities:
+    """Owners as Mem0 entities: users, and agents and apps with memories of their own."""
     return Mem0Entities(count=len(users), results=[
-        Mem0Entity(id=u.id, name=u.id, total_memories=u.items, created_at=u.created_at, updated_at=u.last_seen_at)
-        for u in users])
+        Mem0Entity(id=u.id, name=name, type=entity.removesuffix("_id"), total_memories=u.items,
+                   created_at=u.created_at, updated_at=u.last_seen_at)
+        for u in users for entity, name in [entities_of_owner(u.id)]])

@@ -63,7 +63,9 @@ class Mem0UpdateRequest(Mem0Request):
 class Mem0Memory(BaseModel):
     id: str
     memory: str
-    user_id: str
+    user_id: str | None = None  # None for an agent's or an app's own memories
+    agent_id: str | None = None
+    app_id: str | None = None
     run_id: str | None = None
     hash: str
     metadata: dict[str, Any] | None = None
@@ -135,7 +137,7 @@ class Mem0HistoryEntry(BaseModel):
 class Mem0Entity(BaseModel):
     id: str
     name: str
-    type: Literal["user"] = "user"
+    type: Literal["user", "agent", "app"] = "user"
     total_memories: int
     created_at: datetime
     updated_at: datetime

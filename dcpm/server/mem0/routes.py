@@ -19,6 +19,7 @@ from dcpm.auth import require_owner, require_user
 from dcpm.errors import Invalid, NotFound
 from dcpm.server.caller import Caller
 from dcpm.server.capacity import WaitingAdds
+from dcpm.server.mem0.filters import owner_id
 from dcpm.server.mem0.mapping import (
     add_request,
     add_response,
@@ -85,14 +86,16 @@ def mem0_router(service: MemoryService, guarded: list[Any], waiting: WaitingAdds
     @router.post("/v3/memories/", response_model=Mem0Page)
     def get_all(body: Mem0ListRequest, request: Request, caller: Caller, page: int = Query(1, ge=1),
                 page_size: int = Query(100, ge=1, le=1000)) -> Mem0Page:
-        """A user's memories, oldest first, superseded revisions included unless `latest_only`."""
+        """A user's memories, oldest first, superseded revisions included unless `latest_only`: the
+        items and the turns not (or not yet) extracted into items, what search finds, each once."""
         scope = request_scope(body)
         require_user(caller, scope.user_id)
         if scope.run_id:
             raise Invalid("listing by run_id is not supported; search with a run_id filter instead")
         offset = (page - 1) * page_size
         listing = unless_unknown_user(lambda: service.list_memories(
-            scope.user_id, kind=body.kind, limit=page_size, offset=offset, status=listing_status(body)), None)
+            scope.user_id, kind=body.kind, limit=page_size, offset=offset, status=listing_status(body),
+            metadata=scope.metadata), None)
         if listing is None:
             return Mem0Page(count=0, results=[])
         more = offset + len(listing.items) < listing.total
@@ -143,26 +146,29 @@ def mem0_router(service: MemoryService, guarded: list[Any], waiting: WaitingAdds
     def delete_all(caller: Caller, user_id: str | None = None, run_id: str | None = None,
                    agent_id: str | None = None, app_id: str | None = None,
                    filters: str | None = None) -> Mem0DeletedAll:
-        """Everything of one user (dcpm refuses to delete without a user_id)."""
+        """Everything of one owner, a user or an agent or app of its own (never without one)."""
         scope = scope_of(query_filters(filters), user_id=user_id, run_id=run_id, agent_id=agent_id, app_id=app_id)
         require_user(caller, scope.user_id)
-        if scope.run_id:
-            raise Invalid("deleting by run_id is not supported; delete a user's memories or one memory")
+        if scope.run_id or scope.metadata:
+            raise Invalid("deleting by run_id, agent_id or app_id within an owner, or by metadata, is not "
+                          "supported; delete all of an owner's memories or one memory")
         nothing = Mem0DeletedAll(user_id=scope.user_id, raw_inputs=0, items=0, nodes=0, events_redacted=0)
         return unless_unknown_user(lambda: Mem0DeletedAll(**service.delete_user(scope.user_id).model_dump()), nothing)
 
     @router.get("/v1/entities/", response_model=Mem0Entities)
     def entities(caller: Caller) -> Mem0Entities:
-        """Users with memories (dcpm has no agents, apps or runs as entities); an API key sees its own."""
+        """Owners with memories: users, and agents and apps with memories of their own; an API key
+        sees its own user."""
         return entities_of(service.users(only=caller.user_id))
 
     @router.delete("/v2/entities/{entity_type}/{name}/", response_model=Mem0DeletedAll)
     def delete_entity(entity_type: str, name: str, caller: Caller) -> Mem0DeletedAll:
-        """MemoryClient.delete_users and reset come here, one entity at a time."""
-        if entity_type != "user":
-            raise Invalid(f"dcpm has users only, no {entity_type} entities")
-        require_user(caller, name)
-        return Mem0DeletedAll(**service.delete_user(name).model_dump(), message="Entity deleted successfully!")
+        """MemoryClient.delete_users and reset come here, one entity (user, agent or app) at a time."""
+        if entity_type not in ("user", "agent", "app"):
+            raise Invalid(f"dcpm's entities are users, agents and apps, no {entity_type} entities")
+        owner = owner_id(f"{entity_type}_id", name)
+        require_user(caller, owner)
+        return Mem0DeletedAll(**service.delete_user(owner).model_dump(), message="Entity deleted successfully!")
 
     return router
 

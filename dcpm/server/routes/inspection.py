@@ -8,7 +8,17 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from dcpm.api.models import HistoryEvent, HistoryResponse, ItemOut, ListResponse, NodeOut, RawOut, UserOut
+from dcpm.api.models import (
+    METADATA_FILTER_HELP,
+    HistoryEvent,
+    HistoryResponse,
+    ItemOut,
+    ListResponse,
+    NodeOut,
+    RawOut,
+    UserOut,
+    parse_metadata_filter,
+)
 from dcpm.auth import require_owner, require_user
 from dcpm.server.caller import Caller
 from dcpm.service import MemoryService
@@ -26,12 +36,15 @@ def inspection_router(service: MemoryService, guarded: list[Any]) -> APIRouter:
     def items(user_id: str, caller: Caller, kind: str | None = None,
               limit: Annotated[int, Query(ge=1, le=1000)] = 50,
               offset: Annotated[int, Query(ge=0)] = 0, status: str | None = None, topic: str | None = None,
-              since: datetime | None = None) -> ListResponse:
-        """A user's items (facts, identity, summaries), or raw inputs with `kind=raw`; filter by
-        status (current / superseded; for turns raw / pending / done / failed), topic, since."""
+              since: datetime | None = None,
+              metadata: Annotated[str | None, Query(description=METADATA_FILTER_HELP + " As JSON.")] = None,
+              ) -> ListResponse:
+        """A user's items and the turns not extracted into any (what search finds, each once); one
+        item kind, every item (`kind=items`) or every raw turn (`kind=raw`); filter by status
+        (current / superseded; for turns raw / pending / done / failed), topic, since, metadata."""
         require_user(caller, user_id)
         return service.list_memories(user_id, kind=kind, limit=limit, offset=offset, status=status, topic=topic,
-                                     since=since)
+                                     since=since, metadata=parse_metadata_filter(metadata))
 
     @router.get("/v1/items/{memory_id}", response_model=ItemOut | RawOut, tags=["inspection"])
     def item(memory_id: str, caller: Caller) -> ItemOut | RawOut:

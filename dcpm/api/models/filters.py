@@ -1,0 +1,106 @@
+"""Metadata filters: conditions on the metadata a memory was stored with, in Mem0's operator
+names, shared by search and listing. Search hands them to the vector index as payload filters,
+listing to the store as JSON conditions, so both select the same memories."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    StringConstraints,
+    Tag,
+    TypeAdapter,
+    ValidationError,
+)
+
+from dcpm.errors import invalid_from
+from dcpm.index.base import Condition, Equals, NotEquals, OneOf, metadata_key
+
+# Exact values only: a keyword, an integer or a boolean, compared type included ("3" is not 3).
+MetadataValue = StrictStr | StrictBool | StrictInt
+# A metadata key as a payload path segment: no dots or brackets, which the index reads as nesting.
+MetadataName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_\-]{1,64}$")]
+ValueList = Annotated[list[StrictStr], Field(min_length=1)] | Annotated[list[StrictInt], Field(min_length=1)]
+
+
+class MetadataOperators(BaseModel):
+    """Operators on one metadata key, all of which must hold. `ne` and `nin` also match memories
+    without the key (they hold no such value)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
+
+    eq: MetadataValue | None = None
+    ne: MetadataValue | None = None
+    in_: ValueList | None = Field(None, alias="in", description="One of these (all strings or all integers).")
+    nin: ValueList | None = Field(None, description="None of these.")
+
+
+def _shape(condition: object) -> str:
+    """Which form a key's condition takes, so a mistake is reported against that form only."""
+    if isinstance(condition, (dict, MetadataOperators)):
+        return "operators"
+    return "one of" if isinstance(condition, list) else "value"
+
+
+MetadataCondition = Annotated[Annotated[MetadataValue, Tag("value")] | Annotated[ValueList, Tag("one of")]
+                              | Annotated[MetadataOperators, Tag("operators")], Discriminator(_shape)]
+MetadataFilter = dict[MetadataName, MetadataCondition]
+METADATA_FILTER_HELP = ('Metadata conditions, all of which must hold: {"food": "pizza"}, {"food": ["a", "b"]} '
+                        '(one of), or operators {"food": {"eq"|"ne": value, "in"|"nin": [values]}}.')
+
+
+def metadata_conditions(filters: MetadataFilter | None) -> tuple[Condition, ...]:
+    """What a metadata filter means as index conditions on `metadata.<key>` payload fields; a
+    filter given as plain data (an in-process caller's) is validated first."""
+    conditions: list[Condition] = []
+    for name, wanted in _checked(filters).items():
+        key = metadata_key(name)
+        if isinstance(wanted, MetadataOperators):
+            if wanted.eq is not None:
+                conditions.append(Equals(key, wanted.eq))
+            if wanted.ne is not None:
+                conditions.append(NotEquals(key, wanted.ne))
+            if wanted.in_ is not None:
+                conditions.append(OneOf(key, tuple(wanted.in_)))
+            conditions += [NotEquals(key, value) for value in wanted.nin or ()]
+        elif isinstance(wanted, list):
+            conditions.append(OneOf(key, tuple(wanted)))
+        else:
+            conditions.append(Equals(key, wanted))
+    return tuple(conditions)
+
+
+_FILTER = TypeAdapter(MetadataFilter)
+
+
+def metadata_filter_json(filters: MetadataFilter) -> str:
+    """A metadata filter as the JSON text a query parameter carries (operators by Mem0's names)."""
+    return _FILTER.dump_json(_checked(filters), exclude_none=True).decode()
+
+
+def parse_metadata_filter(text: str | None) -> MetadataFilter | None:
+    """A metadata filter from a query parameter's JSON text; Invalid (a 422) saying what is wrong."""
+    if not text:
+        return None
+    try:
+        return _FILTER.validate_json(text)
+    except ValidationError as exc:
+        raise _invalid(exc) from None
+
+
+def _checked(filters: MetadataFilter | None) -> MetadataFilter:
+    try:
+        return _FILTER.validate_python(filters or {})
+    except ValidationError as exc:
+        raise _invalid(exc) from None
+
+
+def _invalid(exc: ValidationError) -> Exception:
+    return invalid_from([{**error, "loc": ("metadata", *error["loc"])} for error in exc.errors()])
