@@ -73,8 +73,7 @@ def postgres_server(tmp_path_factory: pytest.TempPathFactory):
     server.cleanup()
 
 
-@pytest.fixture
-def postgres_url(postgres_server) -> Iterator[str]:
+def fresh_postgres(postgres_server) -> Iterator[str]:
     """A fresh, migrated PostgreSQL database for one test, dropped afterwards."""
     from dcpm.testing import postgres
 
@@ -82,6 +81,9 @@ def postgres_url(postgres_server) -> Iterator[str]:
     database_url = postgres.fresh_database(server, template)
     yield database_url
     postgres.drop_database(server, database_url)
+
+
+postgres_url = pytest.fixture(fresh_postgres, name="postgres_url")
 
 
 @pytest.fixture
@@ -99,14 +101,17 @@ def another_database(request: pytest.FixtureRequest, database: str) -> str:
     return request.getfixturevalue("postgres_url_2") if database else ""
 
 
-@pytest.fixture
-def postgres_url_2(postgres_server) -> Iterator[str]:
-    from dcpm.testing import postgres
+postgres_url_2 = pytest.fixture(fresh_postgres, name="postgres_url_2")  # a second one, e.g. a restore target
 
-    server, template = postgres_server
-    database_url = postgres.fresh_database(server, template)
-    yield database_url
-    postgres.drop_database(server, database_url)
+
+@pytest.fixture
+def db(settings):
+    """The relational store alone (no index, no model), on the database `settings` names."""
+    from dcpm.store.db import Database
+
+    database = Database(settings.sqlalchemy_url)
+    yield database
+    database.close()
 
 
 def shared_store(database_url: str) -> dict:

@@ -18,13 +18,6 @@ from dcpm.store.db import Database
 pytestmark = pytest.mark.storage
 
 
-@pytest.fixture
-def db(settings):
-    database = Database(settings.sqlalchemy_url)
-    yield database
-    database.close()
-
-
 def dead_pid() -> int:
     """The pid of a process of this host that has exited."""
     finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,

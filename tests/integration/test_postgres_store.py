@@ -17,13 +17,6 @@ from dcpm.store.models import Base, Event, RawInput, User
 pytestmark = pytest.mark.storage
 
 
-@pytest.fixture
-def db(settings):
-    database = Database(settings.sqlalchemy_url)
-    yield database
-    database.close()
-
-
 def test_the_migrations_build_the_schema_the_models_describe(db):
     with db.engine.connect() as connection:
         assert compare_metadata(MigrationContext.configure(connection), Base.metadata) == []

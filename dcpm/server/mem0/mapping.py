@@ -129,10 +129,10 @@ def memory_of_hit(hit: SearchHit, user_id: str) -> Mem0Memory:
                       chain=hit.chain, believed_now=hit.current)
 
 
-def search_results(hits: list[SearchHit], user_id: str, threshold: float | None, latest_only: bool) -> list[Mem0Memory]:
-    """`threshold` drops weak hits; `latest_only` drops hits on revisions something has superseded."""
-    return [memory_of_hit(hit, user_id) for hit in hits
-            if (threshold is None or hit.score >= threshold) and not (latest_only and hit.current is not None)]
+def search_results(hits: list[SearchHit], user_id: str, latest_only: bool) -> list[Mem0Memory]:
+    """`latest_only` drops hits on revisions something has superseded (a `threshold` was already
+    applied by the search itself, see `search_request`)."""
+    return [memory_of_hit(hit, user_id) for hit in hits if not (latest_only and hit.current is not None)]
 
 
 _ADD_EVENTS = {Op.ADD: "ADD", Op.SUPERSEDE: "UPDATE", Op.UPDATE: "UPDATE", Op.NONE: "NONE"}

@@ -113,7 +113,7 @@ def mem0_router(service: MemoryService, guarded: list[Any], waiting: WaitingAdds
         found = unless_unknown_user(lambda: service.search(request), None)
         if found is None:
             return Mem0SearchResponse(results=[])
-        return Mem0SearchResponse(results=search_results(found.hits, scope.user_id, body.threshold, body.latest_only),
+        return Mem0SearchResponse(results=search_results(found.hits, scope.user_id, body.latest_only),
                                   nodes=found.nodes, context=found.context)
 
     @router.get("/v1/memories/{memory_id}/", response_model=Mem0Memory)
