@@ -87,7 +87,8 @@ def search(db: Database, index: VectorIndex, encoder: QueryEncoder, settings: Se
     hits = hydrate(db, [g for g in grouped if g.score >= floor][: request.limit], request.user_id, as_of)
     nodes = surface_nodes(db, request.user_id, [h.id for h in hits])  # ranks count every hit
     relevant = [h for h in hits if h.score >= threshold]
-    supported = [n for n in nodes if set(n.matched_evidence) & {h.id for h in relevant}]
+    relevant_ids = {h.id for h in relevant}
+    supported = [n for n in nodes if relevant_ids.intersection(n.matched_evidence)]
     budget = settings.context_token_budget if request.context_tokens is None else request.context_tokens
     return SearchResponse(user_id=request.user_id, query=request.query, hits=hits, nodes=nodes,
                           context=render_context(relevant, budget, supported), encoder=query.encoder,
