@@ -49,6 +49,10 @@ class Settings(BaseSettings):
     embedder_pooling: str = "mean"  # all-MiniLM-L6-v2 is a mean-pooled model
     embedder_device: str = "auto"  # auto | cpu | cuda
     embed_batch_size: int = 64
+    # torch intra-op threads of the process, set when the embedder loads (0: torch's default, one
+    # per core). On a shared 2-core host one thread encoded a query in 25 ms (p50) against 190+ ms
+    # with two, and documents no slower; 0 may import faster on a many-core host of its own.
+    query_threads: int = 1
     query_instruction: str = ""
 
     # Associative query adapter (Madeleine 4.3-4.4, appendix B)
@@ -56,6 +60,12 @@ class Settings(BaseSettings):
     # 70.8 -> 69.9); a directory; "none" or "": frozen E only.
     query_adapter: str = "default"
     adapter_merge: bool = True  # merge the LoRA into a second copy of the weights (Madeleine B: ~2 passes)
+    # How the adapter enters the read path: "replace" puts normalize(E(q) + E_θ(q)) in place of E(q)
+    # in the hybrid score; "rrf" fuses the frozen hybrid ranking with the adapter's dense ranking
+    # by reciprocal rank (constant adapter_rrf_k), scores staying calibrated (dcpm.read.lanes);
+    # "rrf_hybrid" fuses it with the "replace" ranking (adapter dense + lexical) instead.
+    adapter_fusion: Literal["replace", "rrf", "rrf_hybrid"] = "replace"
+    adapter_rrf_k: float = 60.0
     adapter_tau: float = 0.05
     adapter_lora_rank: int = 32
     adapter_lora_alpha: int = 32
@@ -86,6 +96,13 @@ class Settings(BaseSettings):
     # 95th percentile of the best score an unrelated question finds among 369-689 chatty turns
     # (0.364 frozen, 0.374 with the shipped adapter); paraphrase targets score 0.45-0.6 (p25-p75).
     search_threshold: float = 0.37
+    # AssoMem's temporal alignment, LLM-free (dcpm.read.temporal): a query that names a past time
+    # ("last week", "in May 2023") or asks "when" reorders its first candidates by
+    # (1 - w) * relevance + w * time signal. Weight chosen on LoCoMo conversations 0-4; on 5-9 it
+    # lifts R@10 (cats 1-4) 0.700 -> 0.735, temporal questions 0.673 -> 0.770 (scripts/eval_signals.py).
+    temporal_weight: float = 0.1  # 0: off
+    temporal_tolerance_days: float = 7.0
+    temporal_rerank_depth: int = 50
     hnsw_m: int = 32
     hnsw_ef_construct: int = 128
     hnsw_ef: int = 128

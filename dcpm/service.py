@@ -1,145 +1,52 @@
-"""The composition root: builds the store, index, embedder, LLM client, writer and System 2 of one
-process, and implements the `Memory` contract (dcpm.api.protocol) by calling the module that
-owns each operation. Heavy parts (the embedding model, the vector index, the adapter) are
-opened on first use, so commands that only read the relational store answer without them."""
+"""The composition root: implements the `Memory` contract (dcpm.api.protocol) on the parts one
+process opens (`dcpm.parts`) by calling the module that owns each operation. The modules of the
+write path, the read path, hard deletes and exports load with their first call, so commands that
+only read the relational store answer without them."""
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from contextlib import AbstractContextManager, ExitStack, closing, contextmanager, nullcontext
+from collections.abc import Iterator
+from contextlib import ExitStack, closing, contextmanager, nullcontext
 from datetime import datetime
-from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING
 
 from dcpm import inspection
-from dcpm.admin import delete as admin_delete, edit as admin_edit, export
 from dcpm.api import models as api
-from dcpm.api.protocol import Memory, Progress
-from dcpm.auth import KeyStore
+from dcpm.api.protocol import Memory
 from dcpm.config import Settings
 from dcpm.domain import Turn
-from dcpm.embedding import Embedder, load_embedder
-from dcpm.index import VectorIndex, open_index, projection
-from dcpm.index.upkeep import IndexMaintenance
-from dcpm.read import search as read_search
-from dcpm.read.query import FrozenQueryEncoder, QueryEncoder
-from dcpm.store.datadir import DataDirLock, ensure_free_space, make_data_dir, running_daemon_url
-from dcpm.store.db import Database
-from dcpm.write import remember
-from dcpm.write.recovery import RecoveryLoop
-from dcpm.write.writer import Writer
+from dcpm.parts import Loading, ProcessParts
+from dcpm.store.datadir import DataDirLock, ensure_free_space, running_daemon_url
 
-if TYPE_CHECKING:  # System 2 (scikit-learn, networkx) and the LLM client (openai) load on first use
-    from dcpm.consolidation.jobs import ConsolidationJobs
-    from dcpm.llm import LLMClient
+if TYPE_CHECKING:
+    from dcpm.admin.delete import Deletion
+    from dcpm.api.protocol import Progress
 
 log = logging.getLogger("dcpm.service")
-Loading = Callable[[str], AbstractContextManager[object]]  # told what loads (e.g. the model) while it loads
 
 
-class MemoryService:
-    """One process's memory. The relational store opens at once (and is migrated); the rest at
-    once too, unless `lazy`: then on first use, under a lock, so a command that only reads the
-    store never loads a model (and a misconfigured adapter is refused when first needed)."""
-
-    def __init__(self, settings: Settings, *, embedder: Embedder | None = None, repair: bool = True,
-                 lazy: bool = False, loading: Loading = nullcontext):
-        self.settings = settings
-        settings.check_shared_index()
-        make_data_dir(settings.data_dir)  # 0700: the store holds personal data
-        self.db = Database(settings.sqlalchemy_url)
-        self.keys = KeyStore(self.db)
-        self._repair, self._lazy = repair, lazy
-        self._loading = loading
-        self._opening = threading.RLock()
-        if embedder is not None:
-            self.__dict__["embedder"] = embedder
-        if not lazy:
-            self.open_all()
-
-    # --- backends, opened on first use ------------------------------------------------------
-    @cached_property
-    def llm(self) -> LLMClient | None:
-        from dcpm.llm import LLMClient
-
-        return LLMClient(self.settings) if self.settings.llm_configured else None
-
-    @cached_property
-    def embedder(self) -> Embedder:
-        with self._opening, self._loading(f"loading embedding model {self.settings.embedder}"):
-            return self.__dict__.get("embedder") or load_embedder(self.settings)
-
-    @cached_property
-    def index(self) -> VectorIndex:
-        with self._opening:
-            if "index" in self.__dict__:
-                return self.__dict__["index"]
-            index = open_index(self.settings, self.embedder.dim, self.embedder.sparse_uses_idf)
-            self.__dict__["index"] = index
-            if self._repair:  # the start-up check: rows a crash left without vectors
-                repaired = projection.repair(self.db, index, self.embedder)
-                if repaired:
-                    log.warning("start-up check indexed %d rows whose vectors were missing", repaired)
-                    self.maintenance.note_writes(repaired)
-            return index
-
-    @cached_property
-    def maintenance(self) -> IndexMaintenance:
-        with self._opening:
-            return IndexMaintenance(self.index, self.settings)
-
-    @cached_property
-    def frozen_encoder(self) -> QueryEncoder:
-        return FrozenQueryEncoder(self.embedder)
-
-    @cached_property
-    def query_encoder(self) -> QueryEncoder:
-        """Madeleine 4.5: an associative adapter replaces only the query vector; the index stays E(m)."""
-        from dcpm.adapter.encoder import load_query_encoder
-
-        with self._opening:
-            return load_query_encoder(self.settings, self.embedder) or self.frozen_encoder
-
-    @cached_property
-    def writer(self) -> Writer:
-        with self._opening:
-            return Writer(self.db, self.index, self.embedder, self.settings, self.llm,
-                          on_indexed=self.maintenance.note_writes)
-
-    @cached_property
-    def recovery(self) -> RecoveryLoop:
-        return RecoveryLoop(self.writer, self.settings.recovery_interval_seconds)
-
-    @cached_property
-    def consolidation(self) -> ConsolidationJobs:
-        from dcpm.consolidation.jobs import ConsolidationJobs
-        from dcpm.consolidation.runs import Backends
-
-        with self._opening:
-            return ConsolidationJobs(Backends(self.db, self.index, self.embedder, self.llm, self.settings))
-
-    def open_all(self) -> None:
-        """Load everything now, so that no request pays for it and a bad setting stops the start."""
-        _ = self.index, self.query_encoder, self.writer, self.consolidation
-
-    def start_background(self) -> None:
-        """Index upkeep, and the writer's recovery loop when an LLM is configured."""
-        self.maintenance.start()
-        if self.llm is not None:
-            self.recovery.start()
+class MemoryService(ProcessParts):
+    """One process's memory: `ProcessParts` (opened at once, or on first use when `lazy`) and
+    every operation of the `Memory` contract."""
 
     # --- the two calls an assistant makes ---------------------------------------------------
     def add_memory(self, request: api.AddMemoryRequest) -> api.AddMemoryResponse:
+        from dcpm.write import remember
+
         return remember.add_memory(self.writer, self.recovery, request)
 
     def import_turns(self, user_id: str, turns: list[Turn]) -> int:
+        from dcpm.write import remember
+
         return remember.import_turns(self.writer, user_id, turns)
 
     def search(self, request: api.SearchRequest) -> api.SearchResponse:
         encoder = self.query_encoder if request.associative else self.frozen_encoder
+        from dcpm.read import search as read_search
+
         return read_search.search(self.db, self.index, encoder, self.settings, request)
 
     # --- inspection (dcpm.inspection) -------------------------------------------------------
@@ -173,25 +80,37 @@ class MemoryService:
     # --- edits and hard deletes (dcpm.admin) ------------------------------------------------
     def update_memory(self, memory_id: str, text: str) -> api.ItemOut:
         """New text for a current item as an UPDATE revision, re-embedded; returns the item."""
+        from dcpm.admin import edit as admin_edit
+
         admin_edit.revise_text(self.db, self.index, self.embedder, self.settings, memory_id, text)
         return self.get(memory_id)  # type: ignore[return-value]
 
     def delete_memory(self, memory_id: str, with_predecessors: bool = False, compact: bool = False) -> api.DeleteResponse:
+        from dcpm.admin import delete as admin_delete
+
         return _deleted(admin_delete.delete_memory(self.db, self.index, self.settings, memory_id,
                                                    with_predecessors=with_predecessors, compact=compact))
 
     def delete_chain(self, memory_id: str, compact: bool = False) -> api.DeleteResponse:
         """Every revision of the item's belief, resolved under the writer lease."""
+        from dcpm.admin import delete as admin_delete
+
         return _deleted(admin_delete.delete_chain(self.db, self.index, self.settings, memory_id, compact=compact))
 
     def delete_node(self, node_id: str, compact: bool = False) -> api.DeleteResponse:
+        from dcpm.admin import delete as admin_delete
+
         return _deleted(admin_delete.delete_node(self.db, self.index, self.settings, node_id, compact=compact))
 
     def delete_session(self, user_id: str, session_id: str, compact: bool = False) -> api.DeleteResponse:
+        from dcpm.admin import delete as admin_delete
+
         return _deleted(admin_delete.delete_session(self.db, self.index, self.settings, user_id, session_id,
                                                     compact=compact))
 
     def delete_user(self, user_id: str, compact: bool = False) -> api.DeleteUserResponse:
+        from dcpm.admin import delete as admin_delete
+
         deletion = admin_delete.delete_user(self.db, self.index, self.settings, user_id, compact=compact)
         return api.DeleteUserResponse.model_validate(deletion, from_attributes=True)
 
@@ -216,10 +135,14 @@ class MemoryService:
 
     # --- operations -------------------------------------------------------------------------
     def backfill(self, progress: Progress | None = None, retry_failed: bool = False) -> int:
+        from dcpm.write import remember
+
         return remember.backfill(self.writer, progress, retry_failed)
 
     def reindex(self, progress: Progress | None = None) -> int:
         """Drop every vector and rebuild the index from the relational store."""
+        from dcpm.index import projection
+
         started, total, done = time.perf_counter(), projection.count_rows(self.db, only_unindexed=False), 0
 
         def advance(rows: int) -> None:
@@ -235,11 +158,16 @@ class MemoryService:
 
     def export_user(self, user_id: str, path: Path) -> dict:
         """Everything of one user as JSONL behind a manifest (dcpm.admin.export)."""
+        from dcpm.admin import export
+
         inspection.known_user(self.db, user_id)
         return export.export_user(self.db, user_id, path)
 
     def restore(self, path: Path) -> dict:
         """Load an export, then rebuild its vectors; the user answers searches as before."""
+        from dcpm.admin import export
+        from dcpm.index import projection
+
         ensure_free_space(self.settings.data_dir, self.settings.min_free_disk_mb)
         manifest = export.restore_user(self.db, path)
         self.maintenance.note_writes(projection.repair(self.db, self.index, self.embedder))
@@ -261,18 +189,7 @@ class MemoryService:
     def revoke_key(self, key_ref: str) -> api.ApiKeyOut:
         return self.keys.revoke_key(key_ref)
 
-    def close(self) -> None:
-        """Stop background work and release the store; calling it twice is harmless."""
-        if getattr(self, "_closed", False):
-            return
-        self._closed = True
-        for part, stop in (("recovery", "stop"), ("maintenance", "stop"), ("index", "close")):
-            if part in self.__dict__:  # only what was opened
-                getattr(self.__dict__[part], stop)()
-        self.db.close()
-
-
-def _deleted(deletion: admin_delete.Deletion) -> api.DeleteResponse:
+def _deleted(deletion: Deletion) -> api.DeleteResponse:
     return api.DeleteResponse.model_validate(deletion, from_attributes=True)
 
 

@@ -25,7 +25,7 @@ What it measures (per size N in --sizes, each in a fresh data directory)
 
 Run
     . .venv/bin/activate
-    python scripts/bench_search.py --sizes 10000 --threads 1  # 20k turns: ~15 min on 2 busy cores
+    python scripts/bench_search.py --sizes 10000             # 20k turns: ~15 min on 2 busy cores
     python scripts/bench_search.py                            # 10k and 100k: the 100k size is
                                                               # 200k turns, ~10x longer (hours on 2 cores)
     python scripts/bench_search.py --sizes 2000 --queries 50 --json bench.json
@@ -41,10 +41,11 @@ import tempfile
 import time
 import zlib
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
@@ -68,7 +69,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="a Settings field, e.g. --set embed_batch_size=32 (repeatable)")
     p.add_argument("--threads", type=int, default=None,
-                   help="torch intra-op threads (default: torch's own, = CPU cores)")
+                   help="torch intra-op threads, as Settings.query_threads (default: that setting's default)")
     p.add_argument("--adapter", default="default",
                    help="associative adapter to time: a directory, 'default' (shipped) or 'none' (skip)")
     p.add_argument("--json", type=Path, default=None, metavar="OUT", help="write the numbers as JSON")
@@ -203,11 +204,15 @@ def run_size(n: int, args: argparse.Namespace, parent: Path, corpus, questions) 
     from dcpm.config import Settings
     from dcpm.service import MemoryService
 
-    overrides = {"query_adapter": "none", **dict(pair.split("=", 1) for pair in args.overrides)}
+    threads = {} if args.threads is None else {"query_threads": args.threads}
+    overrides = {"query_adapter": "none", **threads, **dict(pair.split("=", 1) for pair in args.overrides)}
     data_dir = parent / f"n{n}"
     t0 = time.perf_counter()
     svc = MemoryService(Settings(data_dir=data_dir, **overrides))
     startup = time.perf_counter() - t0
+    import torch
+
+    print(f"torch threads: {torch.get_num_threads()}, CPUs: {os.cpu_count()}")
     try:
         imported = bench_import(svc, n, corpus, args.other_users, args.other_ratio)
         t0 = time.perf_counter()
@@ -234,7 +239,8 @@ def bench_adapter(svc, setting: str, questions: list[str], count: int) -> dict[s
     if directory is None:
         return {}
     encoding = query_encoding_latency(svc.embedder, directory)
-    frozen, svc.query_encoder = svc.query_encoder, AssociativeQueryEncoder(svc.embedder, directory, merge=True)
+    frozen, svc.query_encoder = svc.query_encoder, AssociativeQueryEncoder(svc.embedder, directory, merge=True,
+                                                                      fusion=svc.settings.adapter_fusion)
     try:
         return {"adapter_encoding": encoding, "search_adapter": bench_queries(svc, questions, count)}
     finally:
@@ -284,9 +290,6 @@ def main(argv: list[str] | None = None) -> int:
     corpus, questions = load_corpus(args.data)
     import torch
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    print(f"torch threads: {torch.get_num_threads()}, CPUs: {os.cpu_count()}")
     parent = args.data_dir or Path(tempfile.mkdtemp(prefix="dcpm-bench-"))
     parent.mkdir(parents=True, exist_ok=True)
     results = []

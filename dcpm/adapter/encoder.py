@@ -2,6 +2,8 @@
 
 Because every vector has unit norm, <E(q) + E_θ(q), E(m)> is the trained summed score, so the
 host's index, sparse retriever and fusion stay exactly as they are; only the query changes.
+With `adapter_fusion = "rrf"` it is a lane of its own instead, beside the frozen E(q), which the
+same forward pass computes (dcpm.read.lanes).
 """
 
 from __future__ import annotations
@@ -9,8 +11,9 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -27,15 +30,21 @@ DISABLED = ("", "none", "off", "false")
 
 def associative_vectors(embedder: AdaptableEmbedder, adapted_model: Any, texts: Sequence[str]) -> np.ndarray:
     """normalize(E(q) + E_θ(q)) for a batch, with the embedder's own query instruction."""
+    return frozen_and_associative(embedder, adapted_model, texts)[1]
+
+
+def frozen_and_associative(embedder: AdaptableEmbedder, adapted_model: Any,
+                           texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """E(q) and normalize(E(q) + E_θ(q)) for a batch, from one tokenization."""
     frozen, adapted = embedder.dense_each([embedder.query_instruction + text for text in texts],
                                           [embedder.model, adapted_model])
     summed = frozen + adapted
-    return summed / np.linalg.norm(summed, axis=1, keepdims=True).clip(min=1e-12)
+    return frozen, summed / np.linalg.norm(summed, axis=1, keepdims=True).clip(min=1e-12)
 
 
 # Loaded E_θ per frozen model: services built on one embedder (tests, several data dirs in one
 # process) share it instead of copying the weights again. Read-only once loaded.
-_LOADED: "weakref.WeakKeyDictionary[Any, dict[tuple[Path, float, bool], Any]]" = weakref.WeakKeyDictionary()
+_LOADED: weakref.WeakKeyDictionary[Any, dict[tuple[Path, float, bool], Any]] = weakref.WeakKeyDictionary()
 _LOADING = threading.Lock()  # two services starting at once load the weights once
 
 
@@ -54,17 +63,23 @@ def _adapted_model(model: Any, directory: Path, merge: bool) -> Any:
 class AssociativeQueryEncoder:
     """A `dcpm.read.query.QueryEncoder`: memories and the index stay E(m); the sparse half is untouched."""
 
-    def __init__(self, embedder: AdaptableEmbedder, directory: Path, merge: bool = True):
+    def __init__(self, embedder: AdaptableEmbedder, directory: Path, merge: bool = True, fusion: str = "replace"):
         self.manifest = read_manifest(directory)
         check_backbone(self.manifest, embedder)
         self.embedder = embedder
         self.directory = Path(directory)
         self.merged = merge
+        self.lane = fusion in ("rrf", "rrf_hybrid")  # a lane of its own: dcpm.read.lanes
         self.adapted = _adapted_model(embedder.model, self.directory.resolve(), merge)
-        self.name = f"associative:{self.manifest.name}:{embedder.name}"
+        self.name = f"associative:{self.manifest.name}:{embedder.name}" + (f":{fusion}" if self.lane else "")
 
     def encode_query(self, text: str) -> QueryVector:
-        return QueryVector(self.dense_queries([text])[0], self.embedder.sparse_queries([text])[0], self.name)
+        """"replace": the associative vector is the dense query; with a lane, E(q) is, beside it."""
+        frozen, associative = frozen_and_associative(self.embedder, self.adapted, [text])
+        sparse = self.embedder.sparse_queries([text])[0]
+        if self.lane:
+            return QueryVector(frozen[0], sparse, self.name, associative=associative[0])
+        return QueryVector(associative[0], sparse, self.name)
 
     def dense_queries(self, texts: Sequence[str]) -> np.ndarray:
         return associative_vectors(self.embedder, self.adapted, texts)
@@ -106,6 +121,7 @@ def load_query_encoder(settings: Settings, embedder: Embedder) -> AssociativeQue
             return None
     elif not isinstance(embedder, AdaptableEmbedder):
         raise Invalid(f"embedder {embedder.name} cannot take a query adapter (no network to adapt)")
-    encoder = AssociativeQueryEncoder(embedder, directory, merge=settings.adapter_merge)
-    log.info("query encoder: %s (%s)", encoder.name, "merged" if encoder.merged else "unmerged")
+    encoder = AssociativeQueryEncoder(embedder, directory, merge=settings.adapter_merge, fusion=settings.adapter_fusion)
+    log.info("query encoder: %s (%s, %s)", encoder.name, "merged" if encoder.merged else "unmerged",
+             settings.adapter_fusion)
     return encoder

@@ -189,14 +189,15 @@ def _after_delete(db: Database, index: VectorIndex, relinked: Sequence[Item], go
     their rows before the commit may have upserted them since; it re-checks the store after its
     upsert, and this closes the moment in between), survivors' payloads mirror their rows (they
     were marked stale in the delete's transaction, so a crash here is repaired at start-up), and
-    the store is scrubbed so the deleted text survives in no free page and no write-ahead log;
+    the store is scrubbed so the deleted text survives in no free page and no write-ahead log
+    (on PostgreSQL in no row version, and with `compact` in no table file: Database.scrub);
     with `compact`, the vector shard too (else index upkeep compacts it later)."""
     if gone:
         index.delete(list(gone))
     projection.refresh_validity(db, index, relinked)
-    if not db.scrub():
-        log.warning("the store's write-ahead log could not be truncated after a delete (readers kept it busy); "
-                    "the next delete or restart truncates it")
+    if not db.scrub(full=compact):
+        log.warning("the store could not be scrubbed after a delete (readers kept its write-ahead log or a table "
+                    "busy); the next delete, restart or autovacuum does it")
     if compact:
         index.compact()
 

@@ -11,9 +11,10 @@ import os
 import sys
 from inspect import cleandoc, getdoc
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
+from typer.main import get_command_name
 
 from dcpm.cli import consolidation, edits, inspect, memories, operations, serve
 from dcpm.cli.adapter import adapter_app
@@ -21,15 +22,16 @@ from dcpm.cli.keys import keys_app
 from dcpm.cli.output import OVERRIDES, JsonFlag, dump, err, out, settings
 from dcpm.errors import DcpmError, Invalid
 
-app = typer.Typer(help="dcpm: long-term memory for LLM assistants.", no_args_is_help=True,
-                  pretty_exceptions_enable=False, add_completion=False)
+APP_OPTIONS = {"help": "dcpm: long-term memory for LLM assistants.", "no_args_is_help": True,
+               "pretty_exceptions_enable": False, "add_completion": False}
+app = typer.Typer(**APP_OPTIONS)
 db_app = typer.Typer(help="Relational store.", no_args_is_help=True)
 config_app = typer.Typer(help="Settings.", no_args_is_help=True)
 
 
 @app.callback()
-def _global(data_dir: Annotated[Optional[Path], typer.Option(help="Data directory (DCPM_DATA_DIR).")] = None,
-            config: Annotated[Optional[Path], typer.Option(help="TOML settings file (DCPM_CONFIG).")] = None) -> None:
+def _global(data_dir: Annotated[Path | None, typer.Option(help="Data directory (DCPM_DATA_DIR).")] = None,
+            config: Annotated[Path | None, typer.Option(help="TOML settings file (DCPM_CONFIG).")] = None) -> None:
     if config is not None and not config.is_file():
         raise Invalid(f"no such settings file: {config}")
     OVERRIDES.data_dir = data_dir
@@ -91,6 +93,35 @@ def tidy_help(group: typer.Typer) -> None:
 tidy_help(app)
 
 
+GLOBAL_OPTIONS = ("--data-dir", "--config")  # the options before a command, each with a value
+
+
+def invoked_command(argv: list[str]) -> str | None:
+    """The command `argv` names after the global options; None for `--help` and the like."""
+    args = iter(argv)
+    for arg in args:
+        if arg in GLOBAL_OPTIONS:
+            next(args, None)
+        elif not arg.startswith(tuple(f"{option}=" for option in GLOBAL_OPTIONS)):
+            return None if arg.startswith("-") else arg
+    return None
+
+
+def app_for(argv: list[str]) -> typer.Typer:
+    """The app with only the command `argv` invokes. Typer reads every command's signature when it
+    builds the app, a tenth of a second that `dcpm users` need not pay; help and unknown commands
+    get the whole app, so they list and suggest every command as before."""
+    name = invoked_command(argv)
+    commands = [c for c in app.registered_commands if (c.name or get_command_name(c.callback.__name__)) == name]
+    groups = [g for g in app.registered_groups if g.name == name]
+    if not commands and not groups:
+        return app
+    slim = typer.Typer(**APP_OPTIONS)
+    slim.registered_callback = app.registered_callback
+    slim.registered_commands, slim.registered_groups = commands, groups
+    return slim
+
+
 PRIVATE_UMASK = 0o077  # what dcpm creates (data directory, store, shard, daemon.json, exports) is its owner's
 
 
@@ -100,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
     personal data, and home directories are often readable by every local user."""
     os.umask(PRIVATE_UMASK)
     try:
-        app(args=argv)
+        app_for(sys.argv[1:] if argv is None else argv)(args=argv)
     except DcpmError as exc:
         err.print(f"error: {exc.message}", highlight=False)
         sys.exit(exc.exit_code)

@@ -12,6 +12,7 @@ __all__ = ["Embedder", "Encoded", "SparseVector", "load_embedder"]
 
 def load_embedder(settings: Settings) -> Embedder:
     """Choose the implementation by name: bge-m3 gets its own lexical weights, others BM25."""
+    use_threads(settings.query_threads)
     if "bge-m3" in settings.embedder.lower():
         from dcpm.embedding.bge_m3 import BgeM3Embedder
 
@@ -19,3 +20,12 @@ def load_embedder(settings: Settings) -> Embedder:
     from dcpm.embedding.flag_dense import FlagDenseEmbedder
 
     return FlagDenseEmbedder(settings)
+
+
+def use_threads(threads: int) -> None:
+    """torch's intra-op threads for this process (0 keeps torch's default): on a CPU shared with
+    other work, more threads than free cores make one query wait on the busiest one."""
+    if threads > 0:
+        import torch
+
+        torch.set_num_threads(threads)

@@ -20,8 +20,9 @@ import logging
 import shutil
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import qdrant_edge as qe
@@ -167,10 +168,10 @@ class EdgeIndex:
         params = qe.SearchParams(hnsw_ef=self.settings.hnsw_ef,
                                  acorn=qe.AcornSearchParams(enable=self.settings.acorn))
         request = qe.QueryRequest(limit=limit, query=qe.Query.Nearest(query_vector, using=using),
-                                  filter=_filter(scope), with_payload=True, params=params)
+                                  filter=_filter(scope), with_payload=False, params=params)
         with self._gate.shared():
             points = self._shard.query(request)
-        return [Hit(str(p.id), float(p.score), p.payload or {}) for p in points]
+        return [Hit(str(p.id), float(p.score)) for p in points]  # no payload: no caller reads it
 
     def dense_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         if not ids:

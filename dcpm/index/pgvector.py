@@ -11,7 +11,11 @@ again exactly.
 
 The lexical channel is BM25 in SQL: the embedder's term weights per point in a table, scored
 with an IDF computed over the querying user's own points (Qdrant's formula, per user rather
-than per collection, so no user's vocabulary weighs on another's ranking).
+than per collection, so no user's vocabulary weighs on another's ranking). The user's N is one
+row of a table the writes keep (each upsert and delete adds what it inserted or removed, in its
+own transaction); the document frequencies are counted for the query's terms only. BM25's
+length normalisation is already in the stored weights (the embedder's fixed average length), so
+no total length is kept.
 
 Deletes remove the rows at once, for every process. Their bytes stay in the table's and
 indexes' pages as dead tuples until VACUUM marks that space free (`compact`, and PostgreSQL's
@@ -24,6 +28,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from typing import Any, Sequence
 
 import numpy as np
@@ -92,8 +97,12 @@ class PgVectorIndex:
         with self._connect() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [self.t.name])
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            had_users = conn.execute("SELECT to_regclass(%s) IS NOT NULL", [self.t.users_name]).fetchone()[0]
             for statement in q.schema(self.t, self.dim):
                 conn.execute(statement)
+            if not had_users:  # an index from before the per-user counts: count once
+                for statement in q.backfill_users(self.t):
+                    conn.execute(statement)
             found = conn.execute(sql.SQL("SELECT dim, sparse_idf FROM {}").format(self.t.meta)).fetchone()
             if found is None:
                 conn.execute(sql.SQL("INSERT INTO {} (dim, sparse_idf) VALUES (%s, %s)").format(self.t.meta),
@@ -104,8 +113,9 @@ class PgVectorIndex:
 
     # --- writes -----------------------------------------------------------------------------
     def upsert(self, points: Sequence[IndexPoint]) -> None:
-        """Rows and their terms in one transaction, in id order so concurrent writers of the same
-        points lock them in the same order."""
+        """Rows, their terms and their users' counts in one transaction, in id order so concurrent
+        writers of the same points lock them in the same order. A point keeps its user: an upsert
+        that would move one to another user is refused (the counts could not follow it)."""
         if not points:
             return
         ordered = sorted(points, key=lambda p: p.id)
@@ -113,27 +123,42 @@ class PgVectorIndex:
         terms = [(p.id, p.payload["user_id"], int(t), float(w)) for p in ordered
                  for t, w in zip(p.sparse.indices, p.sparse.values)]
         with self._pool.connection() as conn, conn.cursor() as cur:
-            cur.executemany(
-                sql.SQL("INSERT INTO {} (id, payload, dense) VALUES (%s, %s, %s) ON CONFLICT (id) DO UPDATE "
-                        "SET payload = EXCLUDED.payload, dense = EXCLUDED.dense").format(self.t.points),
-                [(p.id, Jsonb(p.payload), np.asarray(p.dense, dtype=np.float32)) for p in ordered])
+            cur.executemany(  # xmax = 0: this statement inserted the row rather than updating it
+                sql.SQL("INSERT INTO {t} AS v (id, payload, dense) VALUES (%s, %s, %s) ON CONFLICT (id) DO UPDATE "
+                        "SET payload = EXCLUDED.payload, dense = EXCLUDED.dense WHERE v.user_id = EXCLUDED.user_id "
+                        "RETURNING v.user_id, v.xmax = 0").format(t=self.t.points),
+                [(p.id, Jsonb(p.payload), np.asarray(p.dense, dtype=np.float32)) for p in ordered], returning=True)
+            written = [row for _ in _results(cur) for row in cur.fetchall()]
+            if len(written) < len(ordered):
+                raise Invalid("a point of the pgvector index cannot move to another user")
             cur.execute(sql.SQL("DELETE FROM {} WHERE point_id = ANY(%s)").format(self.t.terms), [ids])
             if terms:
                 columns = [list(column) for column in zip(*terms)]
                 cur.execute(sql.SQL("INSERT INTO {} (point_id, user_id, term, weight) "
                                     "SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::real[])")
                             .format(self.t.terms), columns)
+            self._count_users(cur, Counter(user for user, inserted in written if inserted))
 
     def delete(self, ids: Sequence[str]) -> None:
         if not ids:
             return
-        with self._pool.connection() as conn:  # the terms go with their point (ON DELETE CASCADE)
-            deleted = conn.execute(sql.SQL("DELETE FROM {} WHERE id = ANY(%s)").format(self.t.points),
-                                   [sorted(ids)]).rowcount
-        if deleted:
+        with self._pool.connection() as conn, conn.cursor() as cur:  # the terms go with their point (CASCADE)
+            gone = cur.execute(sql.SQL("DELETE FROM {} WHERE id = ANY(%s) RETURNING user_id").format(self.t.points),
+                               [sorted(ids)]).fetchall()
+            self._count_users(cur, Counter({user: -n for user, n in Counter(row[0] for row in gone).items()}))
+        if gone:
             self._note_delete()
 
+    def _count_users(self, cur: psycopg.Cursor, change: Counter) -> None:
+        """Apply each user's change in points, last in the write's transaction (q.count_users)."""
+        users = sorted(user for user, n in change.items() if n)
+        if users:
+            cur.execute(q.count_users(self.t), [users, [change[user] for user in users]])
+            cur.execute(q.drop_empty_users(self.t), [users])
+
     def set_payload(self, ids: Sequence[str], payload: dict[str, Any]) -> None:
+        if "user_id" in payload:
+            raise Invalid("a point of the pgvector index cannot move to another user")
         if ids:
             with self._pool.connection() as conn:
                 conn.execute(sql.SQL("UPDATE {} SET payload = payload || %s WHERE id = ANY(%s)").format(self.t.points),
@@ -177,13 +202,13 @@ class PgVectorIndex:
             "WITH query(term, weight) AS (SELECT * FROM unnest(%s::bigint[], %s::float8[])), "
             "df AS (SELECT t.term, count(*) AS n FROM {terms} t JOIN query USING (term) "
             "       WHERE t.user_id = %s GROUP BY t.term), "
-            "total AS MATERIALIZED (SELECT count(*) AS n FROM {points} WHERE user_id = %s), "  # once, not per row
+            "total AS MATERIALIZED (SELECT points AS n FROM {users} WHERE user_id = %s), "  # once, not per row
             "scored AS (SELECT t.point_id, sum(query.weight * t.weight * {idf}) AS score "
             "           FROM {terms} t JOIN query USING (term) JOIN df USING (term) CROSS JOIN total "
             "           WHERE t.user_id = %s GROUP BY t.point_id) "
             "SELECT v.id, s.score, v.payload FROM scored s JOIN {points} v ON v.id = s.point_id "
             "WHERE {predicate} ORDER BY s.score DESC, v.id LIMIT %s"
-        ).format(terms=self.t.terms, points=self.t.points, idf=sql.SQL(idf), predicate=predicate)
+        ).format(terms=self.t.terms, points=self.t.points, users=self.t.users, idf=sql.SQL(idf), predicate=predicate)
         user = scope.user_id
         with self._pool.connection() as conn:
             rows = conn.execute(statement, [[int(i) for i in vector.indices], [float(w) for w in vector.values],
@@ -224,7 +249,7 @@ class PgVectorIndex:
         """Truncate (the files are given back) and drop the per-user graphs, so a rebuild bulk-
         loads and `optimize` builds each graph once from the complete rows."""
         with self._pool.connection() as conn:
-            conn.execute(sql.SQL("TRUNCATE {}, {}").format(self.t.terms, self.t.points))
+            conn.execute(sql.SQL("TRUNCATE {}, {}, {}").format(self.t.terms, self.t.points, self.t.users))
         with self._connect(autocommit=True) as conn:
             drop_user_graphs(conn, self.t)
         with self._pending_lock:
@@ -253,6 +278,14 @@ class PgVectorIndex:
 
     def close(self) -> None:
         self._pool.close()
+
+
+def _results(cur: psycopg.Cursor):
+    """Step through the result of each statement of an `executemany(..., returning=True)`."""
+    while True:
+        yield cur
+        if not cur.nextset():
+            return
 
 
 def _hits(rows: list) -> list[Hit]:

@@ -1,12 +1,14 @@
 """The SQL of the pgvector backend: its tables and the payload conditions of a scope.
 
-Three tables per index name (`Settings.pgvector_table`, here T):
+Four tables per index name (`Settings.pgvector_table`, here T):
 - T: one row per point: id, the payload as jsonb (the source of truth, merged by `set_payload`
   as Qdrant merges top-level keys), the dense vector, and the payload fields every scope filters
   on as generated columns, so that `user_id` has a btree and the per-user HNSW graphs a
   predicate;
 - T_terms: the point's BM25 term weights (or an embedder's lexical weights), one row per term,
   keyed by user so that a lexical query and its document frequencies read one user's rows only;
+- T_users: each user's number of points, the N of BM25's IDF, kept by the writes themselves
+  (see `count_users`) so that a lexical query reads one row instead of counting the user's points;
 - T_meta: the dimension and IDF flag the index was built for.
 
 These tables are derived data with a dimension that comes from the embedder, created at open
@@ -42,6 +44,8 @@ class Tables:
         self.points = sql.Identifier(name)
         self.terms = sql.Identifier(f"{name}_terms")
         self.meta = sql.Identifier(f"{name}_meta")
+        self.users_name = f"{name}_users"
+        self.users = sql.Identifier(self.users_name)
         self.hnsw_prefix = f"{name}_hnsw_"
 
     def user_hnsw(self, user_id: str) -> str:
@@ -67,7 +71,33 @@ def schema(t: Tables, dim: int) -> list[sql.Composed]:
                 "PRIMARY KEY (point_id, term))").format(t.terms, t.points),
         sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id, term) INCLUDE (point_id, weight)").format(
             sql.Identifier(f"{t.name}_terms_user_term"), t.terms),
+        sql.SQL("CREATE TABLE IF NOT EXISTS {} (user_id text PRIMARY KEY, points bigint NOT NULL)")
+        .format(t.users),
     ]
+
+
+def backfill_users(t: Tables) -> list[sql.Composed]:
+    """Fill T_users from the points, for an index created before it existed; writers wait
+    meanwhile (SHARE lock), so no write falls between the count and the commit."""
+    return [sql.SQL("LOCK TABLE {} IN SHARE MODE").format(t.points),
+            sql.SQL("INSERT INTO {} (user_id, points) SELECT user_id, count(*) FROM {} GROUP BY user_id")
+            .format(t.users, t.points)]
+
+
+def count_users(t: Tables) -> sql.Composed:
+    """Add a signed number of points to each user's count, in user order (concurrent writers of
+    several users lock the rows in one order, so they cannot deadlock); a count the same
+    transaction brought to zero is removed right after (`drop_empty_users`), so a deleted
+    user's id stays nowhere. Run last in a write's transaction: the points are locked first.
+    (No CHECK on the count: PostgreSQL checks the row proposed for insertion, a negative
+    change, before it finds the conflict that turns it into an update.)"""
+    return sql.SQL("INSERT INTO {users} AS u (user_id, points) "
+                   "SELECT * FROM unnest(%s::text[], %s::bigint[]) ORDER BY 1 "
+                   "ON CONFLICT (user_id) DO UPDATE SET points = u.points + EXCLUDED.points").format(users=t.users)
+
+
+def drop_empty_users(t: Tables) -> sql.Composed:
+    return sql.SQL("DELETE FROM {} WHERE user_id = ANY(%s) AND points <= 0").format(t.users)
 
 
 def user_hnsw(t: Tables, user_id: str, m: int, ef_construction: int) -> sql.Composed:

@@ -1,5 +1,5 @@
 """One memory, one hit: a raw turn and the items extracted from it are the same thing to the
-reader, so the turn's candidate folds into its best-scoring item, which carries the turn as
+reader, so the turn's candidate folds into its best-ranked item, which carries the turn as
 provenance. Done over every candidate before the cut to `limit`, so `limit` hits are `limit`
 different memories."""
 
@@ -25,11 +25,14 @@ class Grouped:
         return self.best.score
 
 
-def group(ranked: Sequence[Fused], sources: Mapping[str, str]) -> list[Grouped]:
+def group(ranked: Sequence[Fused], sources: Mapping[str, str], in_order: bool = False) -> list[Grouped]:
     """`sources` maps candidate item ids to their source turn's id. A turn among the candidates is
-    dropped when one of its items is too, and lends its score to the best of them (the others keep
-    their own). Returns the memories best first."""
-    ranked = sorted(ranked, key=lambda f: f.score, reverse=True)
+    dropped when one of its items is too, and lends its score to the best-ranked of them (the
+    others keep their own). Candidates rank by score, or as given when `in_order` (a rank fusion
+    decided the order); a memory takes the better rank of its item and its turn."""
+    if not in_order:
+        ranked = sorted(ranked, key=lambda f: f.score, reverse=True)
+    position = {f.id: n for n, f in enumerate(ranked)}
     by_id = {f.id: f for f in ranked}
     lender: dict[str, str] = {}  # turn id -> the item it folds into (its best-ranked item)
     for candidate in ranked:
@@ -44,4 +47,6 @@ def group(ranked: Sequence[Fused], sources: Mapping[str, str]) -> list[Grouped]:
         turn = folded_into.get(candidate.id)
         best = turn if turn is not None and turn.score > candidate.score else candidate
         grouped.append(Grouped(candidate.id, best, turn))
+    if in_order:
+        return sorted(grouped, key=lambda g: min(position[g.id], position[g.source.id] if g.source else len(ranked)))
     return sorted(grouped, key=lambda g: g.score, reverse=True)

@@ -15,9 +15,13 @@ if TYPE_CHECKING:  # annotations only: numpy loads with the model, not with ever
 
 @dataclass(frozen=True)
 class QueryVector:
+    """`dense` enters the hybrid score; `associative`, when set, is a second dense query whose
+    ranking is fused with the hybrid one by rank (dcpm.read.lanes), `dense` then being E(q)."""
+
     dense: np.ndarray
     sparse: SparseVector
     encoder: str
+    associative: np.ndarray | None = None
 
 
 class QueryEncoder(Protocol):

@@ -13,6 +13,8 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from dcpm.errors import StorageFull, is_disk_full
+from dcpm.store.models import Base
+from dcpm.store.vacuum import vacuum
 
 if TYPE_CHECKING:  # Alembic is imported only when a migration runs (half a second of a CLI command)
     from alembic.config import Config
@@ -135,14 +137,20 @@ class Database:
                 yield session
             connection.rollback()
 
-    def scrub(self, wait_seconds: float = SCRUB_WAIT_SECONDS) -> bool:
-        """After a hard delete: fold the write-ahead log into the database and truncate it, so
-        the old page images holding deleted text are gone (secure_delete zeroes the rest).
+    def scrub(self, wait_seconds: float = SCRUB_WAIT_SECONDS, *, full: bool = False) -> bool:
+        """After a hard delete: clear the deleted text out of the store's files as far as the engine can.
 
-        SQLite answers BUSY while a reader still uses an older snapshot; the checkpoint waits up
-        to `wait_seconds` for readers (SQLite's busy handler retries meanwhile) and returns
-        False if it still could not truncate, for the caller to report. True elsewhere."""
-        if self.engine.url.get_backend_name() != "sqlite":
+        SQLite: fold the write-ahead log into the database and truncate it, so the old page
+        images holding deleted text are gone (secure_delete zeroes the rest). SQLite answers
+        BUSY while a reader still uses an older snapshot; the checkpoint waits up to
+        `wait_seconds` for readers (SQLite's busy handler retries meanwhile) and returns False
+        if it still could not truncate, for the caller to report.
+        PostgreSQL: VACUUM the store's tables (VACUUM FULL with `full`; what each leaves on disk
+        is in dcpm.store.vacuum), False if a table's lock was not had within `wait_seconds`."""
+        backend = self.engine.url.get_backend_name()
+        if backend == "postgresql":
+            return vacuum(self.engine, list(Base.metadata.tables), wait_seconds, full=full)
+        if backend != "sqlite":
             return True
         with self.engine.connect() as connection:
             connection.exec_driver_sql(f"PRAGMA busy_timeout={int(wait_seconds * 1000)}")

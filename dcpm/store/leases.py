@@ -25,13 +25,13 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from sqlalchemy import DateTime, delete, func, insert, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
@@ -118,6 +118,8 @@ def _insert_new(session: Session, name: str, holder: str, expires: Any) -> bool:
     dialect = session.get_bind().dialect.name
     values = {"name": name, "holder": holder, "expires_at": expires}
     if dialect in ("postgresql", "sqlite"):
+        from sqlalchemy.dialects import postgresql, sqlite  # the one in use is loaded already
+
         upsert = postgresql.insert if dialect == "postgresql" else sqlite.insert
         inserted = upsert(Lease).values(**values).on_conflict_do_nothing().returning(Lease.name)
         return session.connection().execute(inserted).first() is not None

@@ -7,7 +7,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, TypeDecorator
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from dcpm.domain import NodeStatus, RawStatus
@@ -38,9 +37,24 @@ class UTCDateTime(TypeDecorator):
         return value.replace(tzinfo=timezone.utc) if value is not None else None
 
 
+class Document(TypeDecorator):
+    """JSON, and jsonb on PostgreSQL (migration 0007): json there has no equality, so no DISTINCT
+    or = on it. Chosen per dialect when a connection first needs it, so that reading a SQLite
+    store never imports the PostgreSQL dialect."""
+
+    impl = JSON
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Any) -> Any:
+        if dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import JSONB
+
+            return dialect.type_descriptor(JSONB())
+        return dialect.type_descriptor(JSON())
+
+
 class Base(DeclarativeBase):
-    # jsonb on PostgreSQL (migration 0007): json there has no equality, so no DISTINCT or = on it
-    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSON().with_variant(JSONB(), "postgresql")}
+    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: Document()}
 
 
 class User(Base):

@@ -18,6 +18,9 @@ from dcpm.testing.scripted_llm import LLMServer
 from .daemon import dcpm_env, run_cli
 
 HEAVY = ("torch", "transformers", "sklearn", "openai", "alembic")
+# Light enough to import, but a command that only reads a SQLite store has no use for them
+UNUSED = ("dcpm.write.writer", "dcpm.read.search", "dcpm.admin.delete", "dcpm.index.edge",
+          "sqlalchemy.dialects.postgresql")
 IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*([\w.]+)$", re.MULTILINE)
 
 
@@ -35,13 +38,15 @@ def store(tmp_path_factory):
 
 
 def imported_packages(store, *args: str) -> tuple[set[str], subprocess.CompletedProcess]:
-    """Run `dcpm ARGS` on the store with Python's import log, the LLM configured."""
+    """Run `dcpm ARGS` on the store with Python's import log, the LLM configured: the top-level
+    packages and the modules it imported."""
     data_dir, _, _, llm = store
     env = dcpm_env(data_dir, **llm)
     result = subprocess.run([sys.executable, "-X", "importtime", "-m", "dcpm.cli", *args], env=env, check=False,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
-    return {name.split(".")[0] for name in IMPORTED.findall(result.stderr)}, result
+    modules = set(IMPORTED.findall(result.stderr))
+    return {name.split(".")[0] for name in modules} | modules, result
 
 
 INSPECTION = [("users",), ("items", "ana"), ("show", "{item}"), ("history", "{item}"), ("events", "ana"),
@@ -52,6 +57,7 @@ INSPECTION = [("users",), ("items", "ana"), ("show", "{item}"), ("history", "{it
 def test_an_inspection_command_imports_no_model_no_clustering_and_no_llm_client(store, command):
     packages, result = imported_packages(store, *(arg.format(item=store[1]) for arg in command))
     assert not packages & set(HEAVY), f"dcpm {' '.join(command)} imported {sorted(packages & set(HEAVY))}"
+    assert not packages & set(UNUSED), f"dcpm {' '.join(command)} imported {sorted(packages & set(UNUSED))}"
     assert "loading embedding model" not in result.stderr
 
 

@@ -20,7 +20,7 @@ LAYERS = [
     {"inspection", "auth"},
     {"read", "write", "admin", "adapter"},
     {"consolidation"},
-    {"service"},
+    {"parts", "service"},
     {"mcp", "server", "cli"},
 ]
 RANK = {part: rank for rank, parts in enumerate(LAYERS) for part in parts}

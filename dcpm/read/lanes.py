@@ -1,0 +1,56 @@
+"""The associative lane (issue 15): the ordinary hybrid ranking (frozen E(q) + lexical) and the
+ranking by the associative query vector normalize(E(q) + E_θ(q)) alone, fused by reciprocal
+rank (Cormack et al. 2009: score 1 / (k + rank) summed over the lists), so that what the frozen
+encoder finds stays found and what only the adapter finds is added.
+
+The rank fusion decides order and membership only. The score a hit reports stays the calibrated
+relevance of dcpm.read.fusion, with the cosine of whichever query vector is closer to it, so
+`search_threshold` keeps its meaning."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dcpm.index import Scope, VectorIndex
+from dcpm.index.base import DENSE
+from dcpm.read.fusion import Calibration, Fused, score_of
+from dcpm.read.query import QueryVector
+
+
+def reciprocal_rank(rankings: Sequence[Sequence[str]], k: float) -> list[str]:
+    """Ids of every ranking, best first by the sum of 1 / (k + rank), rank counted from 1; ties
+    keep the order in which the ids first appear."""
+    fused: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, id_ in enumerate(ranking, start=1):
+            fused[id_] = fused.get(id_, 0.0) + 1.0 / (k + rank)
+    return sorted(fused, key=lambda id_: fused[id_], reverse=True)
+
+
+def with_associative_lane(index: VectorIndex, query: QueryVector, scope: Scope, pool: int, hybrid: list[Fused],
+                          calibration: Calibration, k: float, lexical: bool = False) -> list[Fused]:
+    """`hybrid` (the frozen hybrid candidates, best first) fused with the associative query's
+    nearest `pool` memories, ranked by cosine, or with `lexical` by the hybrid score of the
+    associative vector and the same lexical evidence; each scored with the better of its two cosines."""
+    if query.associative is None:
+        return hybrid
+    lane = {h.id: h.score for h in index.query(DENSE, query.associative, scope, pool)}
+    frozen = {f.id: f for f in hybrid}
+    cosine = {i: f.dense for i, f in frozen.items()}
+    associative = dict(lane)
+    missing = [i for i in frozen if i not in lane] + [i for i in lane if i not in frozen]
+    for point_id, vector in index.dense_vectors(missing).items():
+        if point_id in frozen:
+            associative[point_id] = float(vector @ query.associative)
+        else:
+            cosine[point_id] = float(vector @ query.dense)
+    if lexical:  # the "replace" ranking: the associative cosine with the same BM25, over its own candidates
+        bm25 = {i: f.sparse for i, f in frozen.items() if f.sparse > 0}
+        scored = [score_of(i, associative.get(i, -1.0), bm25.get(i, 0.0), calibration)
+                  for i in dict.fromkeys([*lane, *bm25])]
+        ranked_lane = [f.id for f in sorted(scored, key=lambda f: f.score, reverse=True)]
+    else:
+        ranked_lane = sorted(lane, key=lane.__getitem__, reverse=True)
+    order = reciprocal_rank([list(frozen), ranked_lane], k)
+    return [score_of(i, max(cosine.get(i, -1.0), associative.get(i, -1.0)),
+                     frozen[i].sparse if i in frozen else 0.0, calibration) for i in order]
