@@ -47,7 +47,7 @@ import shutil
 import tempfile
 import time
 from collections import defaultdict
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -101,6 +101,34 @@ def queries(heldout: dict) -> list[dict[str, str]]:
             rows.append({"set": kind, "id": item["id"], "kind": kind, "text": item[kind]["text"],
                          "target": f"{item['id']}:fact"})
     return rows
+
+
+def misfits(sample: dict, heldout: dict) -> list[str]:
+    """What in `heldout` does not fit its LoCoMo conversation: an insertion point past its
+    session's end, a speaker who is not one of the two, a trigger or question less than 14 days
+    after its cue or fact, a cue or fact in the second half of the sessions."""
+    conv = sample["conversation"]
+    speakers = {conv["speaker_a"], conv["speaker_b"]}
+    numbers = sorted(int(key.split("_")[1]) for key in conv if key.startswith("session_") and key[8:].isdigit())
+    half = numbers[len(numbers) // 2]
+    day = {f"session_{n}": datetime.strptime(conv[f"session_{n}_date_time"], DATE_FORMAT) for n in numbers}
+    later = ([(p["id"], p["cue"], p["trigger"]) for p in heldout["cue_pairs"]]
+             + [(f["id"], f["fact"], f[q]) for f in heldout["indirect_facts"] for q in ("indirect", "direct")])
+    problems = []
+    for item_id, earlier, query in later:
+        if earlier["session"] not in day or not -1 <= earlier["after"] < len(conv[earlier["session"]]):
+            problems.append(f"{item_id}: no turn {earlier['after']} in {earlier['session']}")
+            continue
+        if query["session"] not in day:
+            problems.append(f"{item_id}: no {query['session']}")
+            continue
+        if {earlier["speaker"], query["speaker"]} - speakers:
+            problems.append(f"{item_id}: a speaker is not one of {sorted(speakers)}")
+        if day[query["session"]] - day[earlier["session"]] < timedelta(days=14):
+            problems.append(f"{item_id}: asked less than 14 days after it was said")
+        if int(earlier["session"].split("_")[1]) > half:
+            problems.append(f"{item_id}: said in the second half of the sessions")
+    return problems
 
 
 def conversation_turns(sample: dict, heldout: dict) -> list:
@@ -239,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     samples = [s for s in json.loads(args.data.read_text(encoding="utf-8")) if s["sample_id"] in heldout]
     if not samples:
         raise SystemExit("no conversation selected")
+    problems = [problem for sample in samples for problem in misfits(sample, heldout[sample["sample_id"]])]
+    if problems:
+        raise SystemExit("the held-out set does not fit LoCoMo:\n" + "\n".join(problems))
 
     import torch
 

@@ -15,6 +15,7 @@ and replicas spread over a cluster's nodes.
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Sequence
 
 import numpy as np
@@ -40,15 +41,34 @@ from dcpm.index.base import (
 )
 
 
-def _client(settings: Settings) -> QdrantClient:
+def _client(settings: Settings) -> Any:
     url = settings.qdrant_url
     if not url:
         raise Invalid("index_backend is qdrant but no server is named: set DCPM_QDRANT_URL")
     if url == ":memory:":
-        return QdrantClient(location=":memory:")
+        return _OneCallAtATime(QdrantClient(location=":memory:"))
     if url.startswith("local:"):
-        return QdrantClient(path=url.removeprefix("local:"))
+        return _OneCallAtATime(QdrantClient(path=url.removeprefix("local:")))
     return QdrantClient(url=url, api_key=settings.qdrant_api_key.get_secret_value() or None)
+
+
+class _OneCallAtATime:
+    """qdrant-client's local mode keeps points in arrays it grows in place, with no lock: a query
+    racing an upsert from another thread (two requests of a daemon) can fail with an IndexError.
+    A server serializes for itself; the local client gets its calls one at a time."""
+
+    def __init__(self, client: QdrantClient):
+        self._client, self._lock = client, threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._client, name)
+        if not callable(attribute):
+            return attribute
+
+        def serialized(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return attribute(*args, **kwargs)
+        return serialized
 
 
 TENANT_INDEX = qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True)

@@ -268,3 +268,14 @@ UNRELATED = [
 def life_turns(start: datetime = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)) -> list[Turn]:
     """Inês's memories as raw turns, one every two days from `start`."""
     return [Turn(text=text, speaker="Inês", timestamp=start + timedelta(days=2 * n)) for n, text in enumerate(INES)]
+
+
+def stored_ines(settings, embedder):
+    """A service on `settings` with Inês's memories stored verbatim, 100 turns per import."""
+    from dcpm.service import MemoryService
+
+    service = MemoryService(settings, embedder=embedder)
+    turns = life_turns()
+    for start in range(0, len(turns), 100):
+        service.import_turns("ines", turns[start:start + 100])
+    return service

@@ -12,17 +12,14 @@ from dcpm.api.models import SearchRequest
 from dcpm.config import Settings
 from dcpm.service import MemoryService
 
-from .life_of_ines import PARAPHRASES, UNRELATED, life_turns
+from .life_of_ines import PARAPHRASES, UNRELATED, stored_ines
 
 
 @pytest.fixture(scope="module")
 def ines(tmp_path_factory, embedder) -> Iterator[MemoryService]:
     settings = Settings(data_dir=tmp_path_factory.mktemp("ines-lane") / "data", query_adapter="default",
                         adapter_fusion="rrf")
-    service = MemoryService(settings, embedder=embedder)
-    turns = life_turns()
-    for start in range(0, len(turns), 100):
-        service.import_turns("ines", turns[start:start + 100])
+    service = stored_ines(settings, embedder)
     yield service
     service.close()
 

@@ -23,7 +23,7 @@ from dcpm.server.app import create_app
 from dcpm.service import MemoryService
 from dcpm.testing.scripted_llm import LLMServer
 
-from .life_of_ines import PARAPHRASES, UNRELATED, life_turns
+from .life_of_ines import PARAPHRASES, UNRELATED, stored_ines
 from .scenarios import ana_drinks_chain
 from .served import served
 from .test_mcp_tools import call
@@ -36,10 +36,7 @@ def ines(tmp_path_factory, embedder) -> Iterator[MemoryService]:
     """Inês and her 209 memories, in their own words, stored verbatim; shared by the module's
     read-only tests (a fresh store costs a few seconds of embedding)."""
     settings = Settings(data_dir=tmp_path_factory.mktemp("ines") / "data", api_token=SecretStr(KEY))
-    service = MemoryService(settings, embedder=embedder)
-    turns = life_turns()
-    for start in range(0, len(turns), 100):
-        service.import_turns("ines", turns[start:start + 100])
+    service = stored_ines(settings, embedder)
     yield service
     service.close()
 
