@@ -8,7 +8,6 @@ deployment does."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,16 +25,11 @@ from bench_consolidation import synthetic_facts
 from dcpm.api.client import Client
 from dcpm.config import Settings
 from dcpm.domain import Turn
+from dcpm.testing.daemon import free_port, not_ready
 
 QUESTIONS = ["what does {} do for exercise", "where did {} go running", "what did {} cook recently",
              "how is work going for {}", "what happened with money for {}", "how is the family of {}",
              "what is growing in the garden of {}", "when does {} swim", "who did {} call", "what did {} bake"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Daemon:
@@ -57,17 +51,9 @@ class Daemon:
                                             stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout: float = 300) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise SystemExit(f"daemon exited early:\n{self.log.read_text()}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        raise SystemExit(f"daemon did not come up:\n{self.log.read_text()}")
+        problem = not_ready(self.process, self.url, self.log, timeout, poll=0.5)
+        if problem:
+            raise SystemExit(problem)
 
     def stop(self) -> None:
         if self.process.poll() is None:

@@ -31,7 +31,8 @@ def with_associative_lane(index: VectorIndex, query: QueryVector, scope: Scope, 
                           calibration: Calibration, k: float, lexical: bool = False) -> list[Fused]:
     """`hybrid` (the frozen hybrid candidates, best first) fused with the associative query's
     nearest `pool` memories, ranked by cosine, or with `lexical` by the hybrid score of the
-    associative vector and the same lexical evidence; each scored with the better of its two cosines."""
+    associative vector and the same lexical evidence; each scored with the better of its two cosines.
+    A query without an associative vector gets `hybrid` itself."""
     if query.associative is None:
         return hybrid
     lane = {h.id: h.score for h in index.query(DENSE, query.associative, scope, pool)}

@@ -54,8 +54,6 @@ def retrieve(index: VectorIndex, query: QueryVector, scope: Scope, pool: int, sc
              rrf_k: float = 60.0, lane_lexical: bool = False) -> list[Fused]:
     """The candidates, best first: by score, or by rank fusion when the query has an associative lane."""
     hybrid = fuse(*candidates(index, query, scope, pool, lexical=scoring.alpha < 1), scoring)
-    if query.associative is None:
-        return hybrid
     return with_associative_lane(index, query, scope, pool, hybrid, scoring, rrf_k, lexical=lane_lexical)
 
 

@@ -38,7 +38,8 @@ _MONTH_DAY_YEAR = re.compile(rf"\b{MONTH}\s+{DAY},?\s*{YEAR}\b", re.IGNORECASE)
 _MONTH_DAY = re.compile(rf"\b{MONTH}\s+{DAY}\b(?!,?\s*\d)", re.IGNORECASE)
 _MONTH_YEAR = re.compile(rf"\b{MONTH},?\s+(?:of\s+)?{YEAR}\b", re.IGNORECASE)
 _SEASON_YEAR = re.compile(rf"\b(spring|summer|fall|autumn|winter)\s+(?:of\s+)?{YEAR}\b", re.IGNORECASE)
-_BARE_MONTH = re.compile(rf"\b(?:in|during|of|since|early|late|mid|mid-|end of|beginning of)\s+{MONTH}\b", re.IGNORECASE)
+_BARE_MONTH = re.compile(rf"\b(?:in|during|of|since|early|late|mid|mid-|end of|beginning of)\s+{MONTH}\b",
+                         re.IGNORECASE)
 _BARE_YEAR = re.compile(rf"\b(?:in|during|of|since|by)\s+{YEAR}\b", re.IGNORECASE)
 _AGO = re.compile(r"\b(\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|few|couple of|several)\s+"
                   r"(day|week|month|year)s?\s+ago\b", re.IGNORECASE)

@@ -4,19 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from dcpm.testing.daemon import free_port, not_ready
 
 
 def dcpm_env(data_dir: Path, **extra: str) -> dict[str, str]:
@@ -61,17 +53,10 @@ class Daemon:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "dcpm.cli", "serve", "--port", str(self.port), "--log-level", "warning"],
             env=dcpm_env(self.data_dir, **self.env), stdout=handle, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise AssertionError(f"daemon exited early:\n{self.log.read_text()}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
-        raise AssertionError(f"daemon did not come up:\n{self.log.read_text()}")
+        problem = not_ready(self.process, self.url, self.log, timeout, poll=0.3)
+        if problem:
+            raise AssertionError(problem)
+        return self
 
     def stop(self) -> None:
         if self.process and self.process.poll() is None:
