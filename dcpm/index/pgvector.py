@@ -143,11 +143,21 @@ class PgVectorIndex:
         if not ids:
             return
         with self._pool.connection() as conn, conn.cursor() as cur:  # the terms go with their point (CASCADE)
+            locked = self._lock_in_id_order(cur, ids)
             gone = cur.execute(sql.SQL("DELETE FROM {} WHERE id = ANY(%s) RETURNING user_id").format(self.t.points),
-                               [sorted(ids)]).fetchall()
+                               [locked]).fetchall()
             self._count_users(cur, Counter({user: -n for user, n in Counter(row[0] for row in gone).items()}))
         if gone:
             self._note_delete()
+
+    def _lock_in_id_order(self, cur: psycopg.Cursor, ids: Sequence[str]) -> list[str]:
+        """Lock the rows in id order, as an upsert's rows are locked, and return the ids locked;
+        the DELETE or UPDATE then touches those only. On `id = ANY(...)` it would lock in scan
+        order, and a row committed after this lock would be locked out of order: both deadlock
+        against a concurrent writer of the same points (seen in CI)."""
+        return [row[0] for row in cur.execute(
+            sql.SQL("SELECT id FROM {} WHERE id = ANY(%s) ORDER BY id FOR UPDATE").format(self.t.points),
+            [sorted(ids)]).fetchall()]
 
     def _count_users(self, cur: psycopg.Cursor, change: Counter) -> None:
         """Apply each user's change in points, last in the write's transaction (q.count_users)."""
@@ -160,9 +170,10 @@ class PgVectorIndex:
         if "user_id" in payload:
             raise Invalid("a point of the pgvector index cannot move to another user")
         if ids:
-            with self._pool.connection() as conn:
-                conn.execute(sql.SQL("UPDATE {} SET payload = payload || %s WHERE id = ANY(%s)").format(self.t.points),
-                             [Jsonb(payload), sorted(ids)])
+            with self._pool.connection() as conn, conn.cursor() as cur:
+                locked = self._lock_in_id_order(cur, ids)
+                cur.execute(sql.SQL("UPDATE {} SET payload = payload || %s WHERE id = ANY(%s)").format(self.t.points),
+                            [Jsonb(payload), locked])
 
     # --- reads ------------------------------------------------------------------------------
     def query(self, using: str, vector: np.ndarray | SparseVector, scope: Scope, limit: int) -> list[Hit]:
