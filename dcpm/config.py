@@ -49,16 +49,21 @@ class Settings(BaseSettings):
     embedder_pooling: str = "mean"  # all-MiniLM-L6-v2 is a mean-pooled model
     embedder_device: str = "auto"  # auto | cpu | cuda
     embed_batch_size: int = 64
-    # torch intra-op threads of the process, set when the embedder loads (0: torch's default, one
+    # torch intra-op threads for one query, set when the embedder loads (0: torch's default, one
     # per core). On a shared 2-core host one thread encoded a query in 25 ms (p50) against 190+ ms
-    # with two, and documents no slower; 0 may import faster on a many-core host of its own.
+    # with two.
     query_threads: int = 1
+    # the same for batches of documents (import, reindex): 0 = torch's default, every core; on this
+    # 2-core host, quiet, 270 documents/s against 141 with one thread (dcpm.embedding.threads)
+    document_threads: int = Field(0, ge=0)
     query_instruction: str = ""
 
     # Associative query adapter (Madeleine 4.3-4.4, appendix B)
     # "default": the shipped adapter (lives-v2: held-out cue R@10 35.7 -> 52.2, LoCoMo cats 1-4 R@10
     # 70.8 -> 69.9); a directory; "none" or "": frozen E only.
     query_adapter: str = "default"
+    # scales the LoRA update at load (W + s·BA; 0 = frozen); unset: the adapter manifest's own strength
+    adapter_strength: float | None = Field(None, ge=0, le=2)
     adapter_merge: bool = True  # merge the LoRA into a second copy of the weights (Madeleine B: ~2 passes)
     # How the adapter enters the read path: "replace" puts normalize(E(q) + E_θ(q)) in place of E(q)
     # in the hybrid score; "rrf" fuses the frozen hybrid ranking with the adapter's dense ranking
@@ -66,7 +71,11 @@ class Settings(BaseSettings):
     # "rrf_hybrid" fuses it with the "replace" ranking (adapter dense + lexical) instead.
     adapter_fusion: Literal["replace", "rrf", "rrf_hybrid"] = "replace"
     adapter_rrf_k: float = 60.0
+    adapter_lane_weight: float = Field(1.0, ge=0)  # the associative list's votes in that fusion (frozen: 1)
     adapter_tau: float = 0.05
+    # what the trained score is: "summed" = cos(E(q)+E_θ(q)), two passes per query (Madeleine);
+    # "adapted" = cos(E_θ(q)), one pass of the merged network (dcpm.adapter.training.objective)
+    adapter_query_form: Literal["summed", "adapted"] = "summed"
     adapter_lora_rank: int = 32
     adapter_lora_alpha: int = 32
     adapter_lora_dropout: float = 0.1

@@ -34,6 +34,8 @@ Run
     python scripts/eval_heldout.py                                  # frozen,replace; all 10 conversations
     python scripts/eval_heldout.py --modes frozen,replace,rrf --json heldout.json
     python scripts/eval_heldout.py --conversations conv-26,conv-30 --threads 2
+    python scripts/eval_heldout.py --modes frozen,replace,replace@/tmp/my-adapter   # MODE@DIR: another adapter
+    python scripts/eval_heldout.py --modes frozen,rrf+adapter_lane_weight=0.5      # +KEY=VALUE: a setting
 
 Results: scripts/heldout/README.md.
 """
@@ -68,7 +70,8 @@ MODES: dict[str, dict[str, str]] = {
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    p.add_argument("--modes", default="frozen,replace", help=f"comma-separated, of {', '.join(MODES)}")
+    p.add_argument("--modes", default="frozen,replace",
+                   help=f"comma-separated, of {', '.join(MODES)}; MODE@DIR uses the adapter in DIR")
     p.add_argument("--conversations", default=None, help="comma-separated sample ids (default: all)")
     p.add_argument("--data", type=Path, default=DEFAULT_DATA, help=f"locomo10.json (default {DEFAULT_DATA})")
     p.add_argument("--heldout", type=Path, default=HELDOUT, help="folder of conv-*.json (default scripts/heldout)")
@@ -217,10 +220,18 @@ def paired_change(base: list[dict], rows: list[dict]) -> dict[str, list[int]]:
     return change
 
 
+def mode_settings_of(token: str) -> dict[str, str]:
+    """The settings a mode sets: MODE[@DIR][+KEY=VALUE...], DIR naming the adapter."""
+    name, *extra = token.split("+")
+    name, _, adapter = name.partition("@")
+    return {**MODES[name], **({"query_adapter": adapter} if adapter else {}),
+            **dict(item.split("=", 1) for item in extra)}
+
+
 def mode_settings(name: str, data_dir: Path):
     from dcpm.config import Settings
 
-    overrides = dict(MODES[name])
+    overrides = mode_settings_of(name)
     if "adapter_fusion" not in Settings.model_fields:
         if overrides.get("adapter_fusion", "replace") != "replace":
             raise SystemExit(f"mode {name!r} needs Settings.adapter_fusion, which this checkout does not have")
@@ -259,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    unknown = [m for m in modes if m not in MODES]
+    unknown = [m for m in modes if m.split("+")[0].partition("@")[0] not in MODES or m.startswith("frozen@")]
     if unknown:
         raise SystemExit(f"unknown mode(s) {unknown}; known: {list(MODES)}")
     wanted = set(args.conversations.split(",")) if args.conversations else None
@@ -292,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
             started = time.perf_counter()
             svc = MemoryService(mode_settings(mode, data_dir), embedder=embedder)
             try:
-                ranks[mode] = ranks_for_mode(svc, heldout, associative=mode != "frozen")
+                ranks[mode] = ranks_for_mode(svc, heldout, associative=not mode.startswith("frozen"))
             finally:
                 svc.close()
             report[mode] = summarize(ranks[mode])
@@ -308,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     print_tables(report)
     if args.json:
         args.json.write_text(json.dumps({"conversations": [s["sample_id"] for s in samples], "turns": turns,
-                                         "modes": {m: MODES[m] for m in modes}, "report": report,
+                                         "modes": {m: mode_settings_of(m) for m in modes}, "report": report,
                                          "ranks": ranks, "seconds": seconds}, indent=2))
         print(f"wrote {args.json}")
     return 0

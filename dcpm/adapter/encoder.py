@@ -1,4 +1,5 @@
-"""The associative query encoder (Madeleine 4.5): one query vector normalize(E(q) + E_θ(q)).
+"""The associative query encoder (Madeleine 4.5): one query vector normalize(E(q) + E_θ(q)),
+or E_θ(q) alone for an adapter trained in the "adapted" form (one pass instead of two).
 
 Because every vector has unit norm, <E(q) + E_θ(q), E(m)> is the trained summed score, so the
 host's index, sparse retriever and fusion stay exactly as they are; only the query changes.
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from dcpm.adapter import SHIPPED_ADAPTER
-from dcpm.adapter.manifest import MANIFEST_FILE, check_backbone, mismatch, read_manifest
+from dcpm.adapter.manifest import MANIFEST_FILE, check_backbone, mismatch, query_form, read_manifest
 from dcpm.config import Settings
 from dcpm.embedding.base import AdaptableEmbedder, Embedder
 from dcpm.errors import Invalid
@@ -28,61 +29,69 @@ log = logging.getLogger("dcpm.adapter")
 DISABLED = ("", "none", "off", "false")
 
 
-def associative_vectors(embedder: AdaptableEmbedder, adapted_model: Any, texts: Sequence[str]) -> np.ndarray:
-    """normalize(E(q) + E_θ(q)) for a batch, with the embedder's own query instruction."""
+def associative_vectors(embedder: AdaptableEmbedder, adapted_model: Any, texts: Sequence[str],
+                        form: str = "summed") -> np.ndarray:
+    """The served associative query vectors for a batch, with the embedder's own query instruction."""
+    if form == "adapted":  # one pass: the frozen E(q) is not part of the vector
+        return embedder.dense_each([embedder.query_instruction + text for text in texts], [adapted_model])[0]
     return frozen_and_associative(embedder, adapted_model, texts)[1]
 
 
-def frozen_and_associative(embedder: AdaptableEmbedder, adapted_model: Any,
-                           texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """E(q) and normalize(E(q) + E_θ(q)) for a batch, from one tokenization."""
+def frozen_and_associative(embedder: AdaptableEmbedder, adapted_model: Any, texts: Sequence[str],
+                           form: str = "summed") -> tuple[np.ndarray, np.ndarray]:
+    """E(q) and the associative vector for a batch, from one tokenization."""
     frozen, adapted = embedder.dense_each([embedder.query_instruction + text for text in texts],
                                           [embedder.model, adapted_model])
+    if form == "adapted":
+        return frozen, adapted
     summed = frozen + adapted
     return frozen, summed / np.linalg.norm(summed, axis=1, keepdims=True).clip(min=1e-12)
 
 
 # Loaded E_θ per frozen model: services built on one embedder (tests, several data dirs in one
 # process) share it instead of copying the weights again. Read-only once loaded.
-_LOADED: weakref.WeakKeyDictionary[Any, dict[tuple[Path, float, bool], Any]] = weakref.WeakKeyDictionary()
+_LOADED: weakref.WeakKeyDictionary[Any, dict[tuple[Path, float, bool, float], Any]] = weakref.WeakKeyDictionary()
 _LOADING = threading.Lock()  # two services starting at once load the weights once
 
 
-def _adapted_model(model: Any, directory: Path, merge: bool) -> Any:
+def _adapted_model(model: Any, directory: Path, merge: bool, strength: float) -> Any:
     from dcpm.adapter.lora import load_lora
 
     weights = directory / "adapter_model.safetensors"
-    key = (directory, weights.stat().st_mtime if weights.exists() else 0.0, merge)
+    key = (directory, weights.stat().st_mtime if weights.exists() else 0.0, merge, strength)
     with _LOADING:
         loaded = _LOADED.setdefault(model, {})
         if key not in loaded:
-            loaded[key] = load_lora(model, directory, merge=merge)
+            loaded[key] = load_lora(model, directory, merge=merge, strength=strength)
         return loaded[key]
 
 
 class AssociativeQueryEncoder:
     """A `dcpm.read.query.QueryEncoder`: memories and the index stay E(m); the sparse half is untouched."""
 
-    def __init__(self, embedder: AdaptableEmbedder, directory: Path, merge: bool = True, fusion: str = "replace"):
+    def __init__(self, embedder: AdaptableEmbedder, directory: Path, merge: bool = True, fusion: str = "replace",
+                 strength: float | None = None):
         self.manifest = read_manifest(directory)
         check_backbone(self.manifest, embedder)
         self.embedder = embedder
         self.directory = Path(directory)
         self.merged = merge
+        self.form = query_form(self.manifest)
         self.lane = fusion in ("rrf", "rrf_hybrid")  # a lane of its own: dcpm.read.lanes
-        self.adapted = _adapted_model(embedder.model, self.directory.resolve(), merge)
+        self.strength = self.manifest.strength if strength is None else strength
+        self.adapted = _adapted_model(embedder.model, self.directory.resolve(), merge, self.strength)
         self.name = f"associative:{self.manifest.name}:{embedder.name}" + (f":{fusion}" if self.lane else "")
 
     def encode_query(self, text: str) -> QueryVector:
         """"replace": the associative vector is the dense query; with a lane, E(q) is, beside it."""
-        frozen, associative = frozen_and_associative(self.embedder, self.adapted, [text])
         sparse = self.embedder.sparse_queries([text])[0]
         if self.lane:
+            frozen, associative = frozen_and_associative(self.embedder, self.adapted, [text], self.form)
             return QueryVector(frozen[0], sparse, self.name, associative=associative[0])
-        return QueryVector(associative[0], sparse, self.name)
+        return QueryVector(self.dense_queries([text])[0], sparse, self.name)
 
     def dense_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return associative_vectors(self.embedder, self.adapted, texts)
+        return associative_vectors(self.embedder, self.adapted, texts, self.form)
 
 
 def adapter_directory(setting: str) -> Path | None:
@@ -121,7 +130,8 @@ def load_query_encoder(settings: Settings, embedder: Embedder) -> AssociativeQue
             return None
     elif not isinstance(embedder, AdaptableEmbedder):
         raise Invalid(f"embedder {embedder.name} cannot take a query adapter (no network to adapt)")
-    encoder = AssociativeQueryEncoder(embedder, directory, merge=settings.adapter_merge, fusion=settings.adapter_fusion)
+    encoder = AssociativeQueryEncoder(embedder, directory, merge=settings.adapter_merge, fusion=settings.adapter_fusion,
+                                      strength=settings.adapter_strength)
     log.info("query encoder: %s (%s, %s)", encoder.name, "merged" if encoder.merged else "unmerged",
              settings.adapter_fusion)
     return encoder

@@ -30,12 +30,18 @@ def attach_lora(model: Any, rank: int, alpha: int, dropout: float) -> Any:
     return get_peft_model(copy.deepcopy(model), lora_config(rank, alpha, dropout))
 
 
-def load_lora(model: Any, directory: Path, merge: bool) -> Any:
+def load_lora(model: Any, directory: Path, merge: bool, strength: float = 1.0) -> Any:
     """E_θ for serving. Merged: LoRA folded into a second copy of the weights, one plain pass
-    per query (Madeleine B). Unmerged: the peft wrapper, which adds the low-rank branch."""
+    per query (Madeleine B). Unmerged: the peft wrapper, which adds the low-rank branch.
+    `strength` scales every low-rank update (W + strength·BA): 0 is E itself, 1 as trained,
+    between them a network between the two, at the same cost."""
     from peft import PeftModel
+    from peft.tuners.lora import LoraLayer
 
     adapted = PeftModel.from_pretrained(copy.deepcopy(model), str(directory), is_trainable=False)
+    for module in adapted.modules():
+        if isinstance(module, LoraLayer):
+            module.scale_layer(strength)
     if merge:
         adapted = adapted.merge_and_unload()
     return adapted.eval()

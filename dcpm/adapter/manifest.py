@@ -42,12 +42,20 @@ class TrainingRecord(BaseModel):
     device: str = "cpu"
 
 
+def query_form(manifest: "AdapterManifest") -> str:
+    """"summed" (Madeleine: normalize(E(q) + E_θ(q)), two passes) or "adapted" (E_θ(q) alone,
+    one pass of the merged network); adapters written before the option are summed."""
+    return str(manifest.training.hyperparameters.get("query_form", "summed"))
+
+
 class AdapterManifest(BaseModel):
     format: int = FORMAT
     name: str
     backbone: Backbone
     training: TrainingRecord
     metrics: dict[str, Any] = Field(default_factory=dict)
+    strength: float = Field(1.0, ge=0, le=2, description="the LoRA scale it is served at unless "
+                            "DCPM_ADAPTER_STRENGTH says otherwise (chosen on LoCoMo and the held-out set)")
     created_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
 
 

@@ -36,6 +36,8 @@ def train(
                                                          "are not negatives")] = None,
     holdout: Annotated[Optional[float], _option("Share of personas held out for validation")] = None,
     seed: Annotated[Optional[int], _option("Random seed")] = None,
+    query_form: Annotated[Optional[str], _option("summed (E(q) + E_θ(q), two passes per query) or adapted "
+                                                 "(E_θ(q) alone, one merged pass)")] = None,
     max_steps: Annotated[Optional[int], typer.Option(help="Stop after this many steps.")] = None,
     device: Annotated[Optional[str], typer.Option(help="auto | cpu | cuda (default: DCPM_EMBEDDER_DEVICE).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
@@ -53,7 +55,8 @@ def train(
     lives = read_lives(corpus)
     plan = TrainingPlan.from_settings(config, tau=tau, rank=rank, alpha=alpha, dropout=dropout, lr=lr,
                                       batch_size=batch_size, epochs=epochs, negative_max_cos=negative_max_cos,
-                                      holdout=holdout, seed=seed, max_steps=max_steps)
+                                      holdout=holdout, seed=seed, max_steps=max_steps,
+                                      query_form=query_form)
     with err.status(f"loading {config.embedder}..."):
         embedder = load_embedder(config)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -95,6 +98,9 @@ def info(path: Annotated[str, typer.Argument(help="Adapter directory, or 'defaul
               f"(data {training.data_hash[:12]}); {training.steps} steps, {training.seconds:.0f}s "
               f"on {training.device}")
     out.print(f"  hyperparameters: {json.dumps(training.hyperparameters)}")
+    form = training.hyperparameters.get("query_form", "summed")
+    out.print(f"  served: {'E_θ(q) alone, one pass' if form == 'adapted' else 'normalize(E(q) + E_θ(q)), two passes'}"
+              f", at strength {manifest.strength:g} (DCPM_ADAPTER_STRENGTH overrides it)")
     _print_metrics(manifest.metrics)
 
 

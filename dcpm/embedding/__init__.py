@@ -12,7 +12,7 @@ __all__ = ["Embedder", "Encoded", "SparseVector", "load_embedder"]
 
 def load_embedder(settings: Settings) -> Embedder:
     """Choose the implementation by name: bge-m3 gets its own lexical weights, others BM25."""
-    use_threads(settings.query_threads)
+    use_threads(settings.query_threads, settings.document_threads)
     if "bge-m3" in settings.embedder.lower():
         from dcpm.embedding.bge_m3 import BgeM3Embedder
 
@@ -22,10 +22,9 @@ def load_embedder(settings: Settings) -> Embedder:
     return FlagDenseEmbedder(settings)
 
 
-def use_threads(threads: int) -> None:
-    """torch's intra-op threads for this process (0 keeps torch's default): on a CPU shared with
-    other work, more threads than free cores make one query wait on the busiest one."""
-    if threads > 0:
-        import torch
+def use_threads(query_threads: int, document_threads: int = 0) -> None:
+    """torch's intra-op threads for queries and for batches of documents (0: torch's default);
+    see dcpm.embedding.threads."""
+    from dcpm.embedding import threads
 
-        torch.set_num_threads(threads)
+    threads.configure(query_threads, document_threads)

@@ -10,6 +10,7 @@ from dcpm.config import Settings
 from dcpm.embedding.base import Encoded, SparseVector
 from dcpm.embedding.device import resolve_device
 from dcpm.embedding.flag_dense import weights_fingerprint
+from dcpm.embedding.threads import for_documents
 from dcpm.errors import Unavailable
 
 
@@ -41,5 +42,8 @@ class BgeM3Embedder:
         ]
         return Encoded(dense=np.asarray(out["dense_vecs"], dtype=np.float32), sparse=sparse)
 
-    encode_documents = _encode
+    def encode_documents(self, texts: Sequence[str]) -> Encoded:
+        with for_documents(len(texts)):
+            return self._encode(texts)
+
     encode_queries = _encode

@@ -17,6 +17,7 @@ from dcpm.config import DEFAULT_EMBEDDER, Settings
 from dcpm.embedding.base import Encoded, SparseVector
 from dcpm.embedding.bm25 import Bm25Terms
 from dcpm.embedding.device import resolve_device
+from dcpm.embedding.threads import for_documents
 from dcpm.errors import Unavailable
 
 MAX_TOKENS = 256
@@ -78,7 +79,9 @@ class FlagDenseEmbedder:
         return self._fingerprint
 
     def encode_documents(self, texts: Sequence[str]) -> Encoded:
-        return Encoded(dense=self.dense(list(texts)), sparse=self._terms.documents(texts))
+        with for_documents(len(texts)):
+            dense = self.dense(list(texts))
+        return Encoded(dense=dense, sparse=self._terms.documents(texts))
 
     def encode_queries(self, texts: Sequence[str]) -> Encoded:
         return Encoded(dense=self.dense_queries(texts), sparse=self.sparse_queries(texts))

@@ -151,13 +151,10 @@ class PgVectorIndex:
             self._note_delete()
 
     def _lock_in_id_order(self, cur: psycopg.Cursor, ids: Sequence[str]) -> list[str]:
-        """Lock the rows in id order, as an upsert's rows are locked, and return the ids locked;
-        the DELETE or UPDATE then touches those only. On `id = ANY(...)` it would lock in scan
-        order, and a row committed after this lock would be locked out of order: both deadlock
-        against a concurrent writer of the same points (seen in CI)."""
-        return [row[0] for row in cur.execute(
-            sql.SQL("SELECT id FROM {} WHERE id = ANY(%s) ORDER BY id FOR UPDATE").format(self.t.points),
-            [sorted(ids)]).fetchall()]
+        """Lock rows in id order as upserts do; the DELETE or UPDATE then touches these ids only (by
+        itself it locks in scan order, and rows committed meanwhile out of order: deadlocks in CI)."""
+        query = sql.SQL("SELECT id FROM {} WHERE id = ANY(%s) ORDER BY id FOR UPDATE").format(self.t.points)
+        return [row[0] for row in cur.execute(query, [sorted(ids)]).fetchall()]
 
     def _count_users(self, cur: psycopg.Cursor, change: Counter) -> None:
         """Apply each user's change in points, last in the write's transaction (q.count_users)."""

@@ -17,22 +17,25 @@ from dcpm.read.fusion import Calibration, Fused, score_of
 from dcpm.read.query import QueryVector
 
 
-def reciprocal_rank(rankings: Sequence[Sequence[str]], k: float) -> list[str]:
-    """Ids of every ranking, best first by the sum of 1 / (k + rank), rank counted from 1; ties
-    keep the order in which the ids first appear."""
+def reciprocal_rank(rankings: Sequence[Sequence[str]], k: float, weights: Sequence[float] = ()) -> list[str]:
+    """Ids of every ranking, best first by the sum of weight / (k + rank), rank counted from 1
+    (weights default to 1); ties keep the order in which the ids first appear."""
     fused: dict[str, float] = {}
-    for ranking in rankings:
+    for n, ranking in enumerate(rankings):
+        weight = weights[n] if n < len(weights) else 1.0
         for rank, id_ in enumerate(ranking, start=1):
-            fused[id_] = fused.get(id_, 0.0) + 1.0 / (k + rank)
+            fused[id_] = fused.get(id_, 0.0) + weight / (k + rank)
     return sorted(fused, key=lambda id_: fused[id_], reverse=True)
 
 
 def with_associative_lane(index: VectorIndex, query: QueryVector, scope: Scope, pool: int, hybrid: list[Fused],
-                          calibration: Calibration, k: float, lexical: bool = False) -> list[Fused]:
+                          calibration: Calibration, k: float, lexical: bool = False,
+                          weight: float = 1.0) -> list[Fused]:
     """`hybrid` (the frozen hybrid candidates, best first) fused with the associative query's
     nearest `pool` memories, ranked by cosine, or with `lexical` by the hybrid score of the
-    associative vector and the same lexical evidence; each scored with the better of its two cosines.
-    A query without an associative vector gets `hybrid` itself."""
+    associative vector and the same lexical evidence, that list's votes weighted by `weight`;
+    each scored with the better of its two cosines. A query without an associative vector gets
+    `hybrid` itself."""
     if query.associative is None:
         return hybrid
     lane = {h.id: h.score for h in index.query(DENSE, query.associative, scope, pool)}
@@ -52,6 +55,6 @@ def with_associative_lane(index: VectorIndex, query: QueryVector, scope: Scope, 
         ranked_lane = [f.id for f in sorted(scored, key=lambda f: f.score, reverse=True)]
     else:
         ranked_lane = sorted(lane, key=lane.__getitem__, reverse=True)
-    order = reciprocal_rank([list(frozen), ranked_lane], k)
+    order = reciprocal_rank([list(frozen), ranked_lane], k, (1.0, weight))
     return [score_of(i, max(cosine.get(i, -1.0), associative.get(i, -1.0)),
                      frozen[i].sparse if i in frozen else 0.0, calibration) for i in order]

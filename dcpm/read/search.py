@@ -51,10 +51,11 @@ def candidates(index: VectorIndex, query: QueryVector, scope: Scope, pool: int,
 
 
 def retrieve(index: VectorIndex, query: QueryVector, scope: Scope, pool: int, scoring: Calibration,
-             rrf_k: float = 60.0, lane_lexical: bool = False) -> list[Fused]:
+             rrf_k: float = 60.0, lane_lexical: bool = False, lane_weight: float = 1.0) -> list[Fused]:
     """The candidates, best first: by score, or by rank fusion when the query has an associative lane."""
     hybrid = fuse(*candidates(index, query, scope, pool, lexical=scoring.alpha < 1), scoring)
-    return with_associative_lane(index, query, scope, pool, hybrid, scoring, rrf_k, lexical=lane_lexical)
+    return with_associative_lane(index, query, scope, pool, hybrid, scoring, rrf_k, lexical=lane_lexical,
+                                 weight=lane_weight)
 
 
 def search(db: Database, index: VectorIndex, encoder: QueryEncoder, settings: Settings,
@@ -75,7 +76,7 @@ def search(db: Database, index: VectorIndex, encoder: QueryEncoder, settings: Se
     # hits, and the patterns they support, out of the context block pasted into a prompt.
     threshold = settings.search_threshold if request.threshold is None else request.threshold
     ranked = retrieve(index, query, scope, pool, scoring, settings.adapter_rrf_k,
-                      lane_lexical=settings.adapter_fusion == "rrf_hybrid")
+                      lane_lexical=settings.adapter_fusion == "rrf_hybrid", lane_weight=settings.adapter_lane_weight)
     floor = 0.0 if request.threshold is None else threshold
     with db.session() as session:
         # Rank fusion has ordered an associative lane already; time reorders only a ranking by score

@@ -63,6 +63,15 @@ FRIEND_STATEMENT_KINDS = [
     "a project", "a promise they made", "a hope", "a change they want",
 ]
 
+# "passing" source (round 3): a fact said in passing inside a longer, chattier message (texting
+# between friends, rambling messages to an assistant, notes to self), and what it later bears on.
+PASSING_KINDS = [
+    "a cause and its consequence", "a state of health", "a mood or rough stretch",
+    "a money or housing circumstance", "a goal", "a plan with a date", "a value or preference",
+    "a constraint on their time", "a relationship situation", "a routine", "a body limit or injury",
+    "a commitment to someone",
+]
+
 AGES = list(range(19, 82))
 
 
@@ -80,7 +89,7 @@ class Persona:
 def sample_personas(source: str, count: int, seed: int, statements: int = 10) -> list[Persona]:
     """Sample `count` personas for one source; the same seed always gives the same list."""
     rng = random.Random(f"{source}:{seed}")
-    kinds_pool = ASSISTANT_FACT_KINDS if source == "assistant" else FRIEND_STATEMENT_KINDS
+    kinds_pool = {"assistant": ASSISTANT_FACT_KINDS, "passing": PASSING_KINDS}.get(source, FRIEND_STATEMENT_KINDS)
     personas = []
     for number in range(1, count + 1):
         kinds = rng.sample(kinds_pool, k=min(statements, len(kinds_pool)))

@@ -118,3 +118,42 @@ def test_enabling_an_adapter_changes_only_the_query_vector_never_the_index(embed
     assert adapted_hits.encoder == "associative:tiny:all-MiniLM-L6-v2"
     assert {h.id for h in adapted_hits.hits} == {h.id for h in frozen_hits.hits}
     assert [h.dense_score for h in adapted_hits.hits] != [h.dense_score for h in frozen_hits.hits]
+
+
+def test_an_adapter_trained_in_the_adapted_form_serves_one_pass_of_e_theta(embedder, lives, tmp_path):
+    """query_form="adapted": the query vector is E_θ(q) alone (one merged pass), and the manifest
+    says so, so the read path serves the score that was trained."""
+    plan = TrainingPlan.from_settings(Settings(), batch_size=4, lr=1e-3, holdout=0.0, max_steps=2,
+                                      query_form="adapted")
+    manifest = train(embedder, lives, plan, tmp_path / "one-pass")
+    assert manifest.training.hyperparameters["query_form"] == "adapted"
+    encoder = AssociativeQueryEncoder(embedder, tmp_path / "one-pass")
+    served = encoder.dense_queries(QUERIES)
+    adapted_alone = embedder.dense_each(QUERIES, [encoder.adapted])[0]
+    np.testing.assert_allclose(served, adapted_alone, atol=1e-5)
+    assert np.abs(served - embedder.dense(QUERIES)).max() > 1e-3
+    np.testing.assert_allclose(encoder.encode_query(QUERIES[0]).dense, served[0], atol=1e-5)
+
+
+def test_an_unknown_query_form_is_refused():
+    with pytest.raises(Invalid, match="query form 'both' is not one of summed, adapted"):
+        TrainingPlan.from_settings(Settings(), query_form="both")
+
+
+def test_strength_scales_the_adapter_between_the_frozen_encoder_and_the_trained_one(embedder, trained, tmp_path):
+    """W + s·BA: strength 0 serves E itself, 1 the adapter as trained; a manifest's strength is
+    the default and DCPM_ADAPTER_STRENGTH overrides it."""
+    directory, _ = trained
+    frozen = embedder.dense(QUERIES)
+    full = AssociativeQueryEncoder(embedder, directory, strength=1.0).dense_queries(QUERIES)
+    half = AssociativeQueryEncoder(embedder, directory, strength=0.5).dense_queries(QUERIES)
+    none = AssociativeQueryEncoder(embedder, directory, strength=0.0).dense_queries(QUERIES)
+    np.testing.assert_allclose(none, frozen, atol=1e-5)
+    assert 1e-4 < np.abs(half - frozen).max() < np.abs(full - frozen).max()
+    copy = tmp_path / "at-half"
+    shutil.copytree(directory, copy)
+    manifest = json.loads((copy / MANIFEST_FILE).read_text())
+    (copy / MANIFEST_FILE).write_text(json.dumps({**manifest, "strength": 0.5}))
+    np.testing.assert_allclose(AssociativeQueryEncoder(embedder, copy).dense_queries(QUERIES), half, atol=1e-5)
+    np.testing.assert_allclose(AssociativeQueryEncoder(embedder, copy, strength=1.0).dense_queries(QUERIES), full,
+                               atol=1e-5)

@@ -71,3 +71,18 @@ def test_locomo_evaluation_texts_are_every_turn_and_question(tmp_path):
     plain = tmp_path / "texts.txt"
     plain.write_text("one\n\ntwo\n")
     assert evaluation_texts(plain) == ["one", "two"]
+
+
+def test_a_heldout_set_gives_its_cues_triggers_facts_and_questions(tmp_path):
+    """scripts/heldout/conv-*.json is decontaminated against like LoCoMo: nothing in it may be trained on."""
+    heldout = {"conversation": "conv-1",
+               "cue_pairs": [{"id": "c1", "cue": {"text": "knee is shot, flat trails only"},
+                              "trigger": {"text": "signed up for the downhill half"}}],
+               "indirect_facts": [{"id": "f1", "fact": {"text": "on blood thinners since march"},
+                                   "indirect": {"text": "booked a huge back tattoo"},
+                                   "direct": {"text": "what meds are you on?"}}]}
+    path = tmp_path / "conv-1.json"
+    path.write_text(json.dumps(heldout))
+    assert sorted(evaluation_texts(path)) == sorted([
+        "knee is shot, flat trails only", "signed up for the downhill half", "on blood thinners since march",
+        "booked a huge back tattoo", "what meds are you on?"])

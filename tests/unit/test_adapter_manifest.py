@@ -52,3 +52,19 @@ def test_query_adapter_setting_names_shipped_none_or_a_directory(tmp_path):
     assert adapter_directory(str(tmp_path)) == tmp_path
     with pytest.raises(Invalid, match="not a directory"):
         adapter_directory(str(tmp_path / "missing"))
+
+
+def test_adapter_info_says_how_the_shipped_adapter_is_served():
+    """The query form and the strength decide what a query costs and what it finds: `dcpm adapter
+    info` prints both, as the manifest records them."""
+    from typer.testing import CliRunner
+
+    from dcpm.adapter import SHIPPED_ADAPTER
+    from dcpm.adapter.manifest import query_form, read_manifest
+    from dcpm.cli.main import app
+
+    manifest = read_manifest(SHIPPED_ADAPTER)
+    result = CliRunner().invoke(app, ["adapter", "info", "default"])
+    assert result.exit_code == 0, result.output
+    passes = "one pass" if query_form(manifest) == "adapted" else "two passes"
+    assert passes in result.output and f"at strength {manifest.strength:g}" in result.output

@@ -34,3 +34,12 @@ def test_masked_candidates_do_not_count_against_the_gold():
     masked = infonce_loss(scores, gold, torch.tensor([[True, False, True]]), tau=0.05)
     assert masked < everything
     assert float(masked) < 1e-3  # with the stronger fact masked, the gold wins at tau = 0.05
+
+
+def test_the_adapted_form_scores_by_the_adapted_cosine_alone():
+    from dcpm.adapter.training.objective import served_scores
+
+    bank = torch.tensor(unit([1, 0], [0, 1]))
+    frozen, adapted = torch.tensor(unit([1, 0])), torch.tensor(unit([0, 1]))
+    assert torch.allclose(served_scores("adapted", frozen, adapted, bank), adapted @ bank.T)
+    assert torch.allclose(served_scores("summed", frozen, adapted, bank), summed_scores(frozen, adapted, bank))

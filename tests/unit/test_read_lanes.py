@@ -123,3 +123,12 @@ def test_grouping_in_fused_order_keeps_the_order_and_a_memory_takes_its_turns_be
     assert [g.id for g in grouped] == ["other", "item"]  # rank order, not score order
     assert grouped[1].best is item and grouped[1].source is turn
     assert [g.id for g in group([other, turn, item], {"item": "turn"})] == ["item", "other"]
+
+
+def test_a_lighter_associative_list_moves_less_of_the_fused_order():
+    """The lane weight scales the associative list's votes: at 1 an adapter-only first hit beats
+    the frozen list's second, at 0.6 it no longer does, at 0 the frozen order is kept whole."""
+    frozen, associative = ["a", "b", "c"], ["x", "a"]
+    assert reciprocal_rank([frozen, associative], k=1)[:2] == ["a", "x"]
+    assert reciprocal_rank([frozen, associative], k=1, weights=(1.0, 0.6))[:3] == ["a", "b", "x"]
+    assert reciprocal_rank([frozen, associative], k=1, weights=(1.0, 0.0))[:3] == ["a", "b", "c"]

@@ -72,11 +72,16 @@ def drop_similar_pairs(lives: Sequence[Life], embed: Embed, max_cos: float) -> t
 
 def evaluation_texts(path: Path) -> list[str]:
     """Texts a training row must not resemble: LoCoMo json (every turn text and question), a
-    JSONL file with a "text" or "question" field per line, or plain text, one per line."""
+    held-out set of scripts/heldout (every cue, trigger, fact and question), a JSONL file with a
+    "text" or "question" field per line, or plain text, one per line."""
     path = Path(path)
     raw = path.read_text(encoding="utf-8")
     if path.suffix == ".json":
         samples = json.loads(raw)
+        if isinstance(samples, dict) and "cue_pairs" in samples:
+            return ([pair[side]["text"] for pair in samples["cue_pairs"] for side in ("cue", "trigger")]
+                    + [item[side]["text"] for item in samples.get("indirect_facts", [])
+                       for side in ("fact", "indirect", "direct")])
         texts = [qa["question"] for sample in samples for qa in sample.get("qa", [])]
         for sample in samples:
             conversation = sample.get("conversation", {})

@@ -27,9 +27,21 @@ def allowed_candidates(bank: np.ndarray, sources: Sequence[str], max_cos: float)
     return allowed
 
 
+QUERY_FORMS = ("summed", "adapted")
+
+
 def summed_scores(frozen_queries: Any, adapted_queries: Any, bank: Any) -> Any:
     """s(q, m) = <E(q) + E_θ(q), E(m)> for unit vectors: the sum of both cosines (Eq. 5)."""
     return (frozen_queries + adapted_queries) @ bank.T
+
+
+def served_scores(form: str, frozen_queries: Any, adapted_queries: Any, bank: Any) -> Any:
+    """The score the read path will serve: summed (two passes per query), or "adapted", the
+    cosine of E_θ(q) alone, one pass of the merged network per query. E_θ starts as E (LoRA's
+    B is zero), so "adapted" is a residual in weight space rather than in the output."""
+    if form == "adapted":
+        return adapted_queries @ bank.T
+    return summed_scores(frozen_queries, adapted_queries, bank)
 
 
 def infonce_loss(scores: Any, gold: Any, allowed: Any, tau: float) -> Any:

@@ -21,7 +21,7 @@ import numpy as np
 from dcpm.adapter.manifest import AdapterManifest, TrainingRecord, backbone_of, write_manifest
 from dcpm.adapter.training.evaluation import cue_set, evaluate, query_vectors
 from dcpm.adapter.training.lives import Fact, Life, Row, facts_and_rows, rows_hash, split_personas
-from dcpm.adapter.training.objective import allowed_candidates, infonce_loss, summed_scores
+from dcpm.adapter.training.objective import QUERY_FORMS, allowed_candidates, infonce_loss, served_scores
 from dcpm.config import Settings
 from dcpm.embedding.base import AdaptableEmbedder
 from dcpm.errors import Invalid
@@ -44,6 +44,7 @@ class TrainingPlan:
     holdout: float
     seed: int
     max_steps: int | None = None  # stop early (smoke tests); None: the full epochs
+    query_form: str = "summed"  # dcpm.adapter.training.objective.served_scores
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> "TrainingPlan":
@@ -51,8 +52,11 @@ class TrainingPlan:
                    dropout=settings.adapter_lora_dropout, lr=settings.adapter_lr,
                    batch_size=settings.adapter_batch_size, epochs=settings.adapter_epochs,
                    negative_max_cos=settings.adapter_negative_max_cos, holdout=settings.adapter_holdout,
-                   seed=settings.adapter_seed)
-        return replace(plan, **{k: v for k, v in overrides.items() if v is not None})
+                   seed=settings.adapter_seed, query_form=settings.adapter_query_form)
+        plan = replace(plan, **{k: v for k, v in overrides.items() if v is not None})
+        if plan.query_form not in QUERY_FORMS:
+            raise Invalid(f"query form {plan.query_form!r} is not one of {', '.join(QUERY_FORMS)}")
+        return plan
 
 
 def seed_everything(seed: int) -> None:
@@ -106,7 +110,7 @@ def fit(embedder: AdaptableEmbedder, facts: Sequence[Fact], rows: Sequence[Row],
                                         return_tensors="pt").to(device)
             hidden = model(**tokens, return_dict=True).last_hidden_state
             adapted = pool(hidden, tokens["attention_mask"], embedder.pooling)
-            scores = summed_scores(frozen[batch], adapted, bank)
+            scores = served_scores(plan.query_form, frozen[batch], adapted, bank)
             loss = infonce_loss(scores, gold[batch], allowed[gold[batch]], plan.tau)
             loss.backward()
             optimizer.step()
@@ -117,7 +121,8 @@ def fit(embedder: AdaptableEmbedder, facts: Sequence[Fact], rows: Sequence[Row],
     return model.eval(), step
 
 
-def validate(embedder: AdaptableEmbedder, model: Any, training: Sequence[Life], heldout: Sequence[Life]) -> dict:
+def validate(embedder: AdaptableEmbedder, model: Any, training: Sequence[Life], heldout: Sequence[Life],
+             form: str = "summed") -> dict:
     """Frozen E against E + adapter on the held-out personas (see dcpm.adapter.training.evaluation)."""
     from dcpm.adapter.encoder import associative_vectors
 
@@ -126,7 +131,7 @@ def validate(embedder: AdaptableEmbedder, model: Any, training: Sequence[Life], 
     facts, rows = cue_set(training, heldout, "all")  # held-out facts first, then training facts
     bank = embedder.dense([fact.text for fact in facts])
     encoders = {"frozen": embedder.dense_queries,
-                "adapter": lambda texts: associative_vectors(embedder, model, texts)}
+                "adapter": lambda texts: associative_vectors(embedder, model, texts, form)}
     queries = query_vectors(rows, encoders)
     held = len(cue_set(training, heldout, "heldout")[0])
     return {"heldout": evaluate(facts[:held], rows, bank[:held], queries),
@@ -145,8 +150,9 @@ def save_lora(model: Any, backbone: str, output: Path) -> None:
         card.unlink(missing_ok=True)
 
 
-def train(embedder: AdaptableEmbedder, lives: Sequence[Life], plan: TrainingPlan, output: Path, *, name: str | None = None,
-          corpus_files: Sequence[Path] = (), progress: Progress | None = None) -> AdapterManifest:
+def train(embedder: AdaptableEmbedder, lives: Sequence[Life], plan: TrainingPlan, output: Path, *,
+          name: str | None = None, corpus_files: Sequence[Path] = (),
+          progress: Progress | None = None) -> AdapterManifest:
     """Split, train, validate and write the adapter directory (peft files + manifest)."""
     training, heldout = split_personas(lives, plan.holdout, plan.seed)
     facts, rows = facts_and_rows(training)
@@ -166,7 +172,7 @@ def train(embedder: AdaptableEmbedder, lives: Sequence[Life], plan: TrainingPlan
             personas=len(training), facts=len(facts), rows=len(rows),
             heldout_personas=[life.persona_id for life in heldout], hyperparameters=asdict(plan),
             steps=steps, seconds=round(seconds, 1), device=str(embedder.device)),
-        metrics=validate(embedder, model, training, heldout),
+        metrics=validate(embedder, model, training, heldout, plan.query_form),
     )
     write_manifest(output, manifest)
     return manifest
