@@ -53,7 +53,7 @@ class Settings(BaseSettings):
     # per core). On a shared 2-core host one thread encoded a query in 25 ms (p50) against 190+ ms
     # with two.
     query_threads: int = 1
-    # the same for batches of documents (import, reindex): 0 = torch's default, every core; on this
+    # the same for batches of 8+ texts (import, reindex, training): 0 = torch's default, every core; on this
     # 2-core host, quiet, 270 documents/s against 141 with one thread (dcpm.embedding.threads)
     document_threads: int = Field(0, ge=0)
     query_instruction: str = ""

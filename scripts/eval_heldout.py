@@ -228,6 +228,14 @@ def mode_settings_of(token: str) -> dict[str, str]:
             **dict(item.split("=", 1) for item in extra)}
 
 
+def _known(token: str) -> bool:
+    try:
+        mode_settings_of(token)
+    except (KeyError, ValueError):  # an unknown mode, or a +KEY without =VALUE
+        return False
+    return True
+
+
 def mode_settings(name: str, data_dir: Path):
     from dcpm.config import Settings
 
@@ -270,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    unknown = [m for m in modes if m.split("+")[0].partition("@")[0] not in MODES or m.startswith("frozen@")]
+    unknown = [m for m in modes if m.startswith("frozen@") or not _known(m)]
     if unknown:
         raise SystemExit(f"unknown mode(s) {unknown}; known: {list(MODES)}")
     wanted = set(args.conversations.split(",")) if args.conversations else None

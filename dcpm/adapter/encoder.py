@@ -33,7 +33,7 @@ def associative_vectors(embedder: AdaptableEmbedder, adapted_model: Any, texts: 
                         form: str = "summed") -> np.ndarray:
     """The served associative query vectors for a batch, with the embedder's own query instruction."""
     if form == "adapted":  # one pass: the frozen E(q) is not part of the vector
-        return embedder.dense_each([embedder.query_instruction + text for text in texts], [adapted_model])[0]
+        return embedder.dense([embedder.query_instruction + text for text in texts], adapted_model)
     return frozen_and_associative(embedder, adapted_model, texts)[1]
 
 

@@ -81,7 +81,7 @@ def info(path: Annotated[str, typer.Argument(help="Adapter directory, or 'defaul
          as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
     """The adapter's manifest: backbone, training data, hyperparameters, held-out metrics."""
     from dcpm.adapter.encoder import adapter_directory
-    from dcpm.adapter.manifest import read_manifest
+    from dcpm.adapter.manifest import query_form, read_manifest
     from dcpm.errors import Invalid
 
     directory = adapter_directory(path)
@@ -98,8 +98,8 @@ def info(path: Annotated[str, typer.Argument(help="Adapter directory, or 'defaul
               f"(data {training.data_hash[:12]}); {training.steps} steps, {training.seconds:.0f}s "
               f"on {training.device}")
     out.print(f"  hyperparameters: {json.dumps(training.hyperparameters)}")
-    form = training.hyperparameters.get("query_form", "summed")
-    out.print(f"  served: {'E_θ(q) alone, one pass' if form == 'adapted' else 'normalize(E(q) + E_θ(q)), two passes'}"
+    served = "E_θ(q) alone, one pass" if query_form(manifest) == "adapted" else "normalize(E(q) + E_θ(q)), two passes"
+    out.print(f"  served: {served}"
               f", at strength {manifest.strength:g} (DCPM_ADAPTER_STRENGTH overrides it)")
     _print_metrics(manifest.metrics)
 

@@ -5,6 +5,7 @@ its lexical weights (`bge_m3`), the tokenizer-based BM25 terms (`bm25`), and the
 from __future__ import annotations
 
 from dcpm.config import Settings
+from dcpm.embedding import threads
 from dcpm.embedding.base import Embedder, Encoded, SparseVector
 
 __all__ = ["Embedder", "Encoded", "SparseVector", "load_embedder"]
@@ -12,7 +13,7 @@ __all__ = ["Embedder", "Encoded", "SparseVector", "load_embedder"]
 
 def load_embedder(settings: Settings) -> Embedder:
     """Choose the implementation by name: bge-m3 gets its own lexical weights, others BM25."""
-    use_threads(settings.query_threads, settings.document_threads)
+    threads.configure(settings.query_threads, settings.document_threads)
     if "bge-m3" in settings.embedder.lower():
         from dcpm.embedding.bge_m3 import BgeM3Embedder
 
@@ -21,10 +22,3 @@ def load_embedder(settings: Settings) -> Embedder:
 
     return FlagDenseEmbedder(settings)
 
-
-def use_threads(query_threads: int, document_threads: int = 0) -> None:
-    """torch's intra-op threads for queries and for batches of documents (0: torch's default);
-    see dcpm.embedding.threads."""
-    from dcpm.embedding import threads
-
-    threads.configure(query_threads, document_threads)

@@ -10,7 +10,7 @@ from dcpm.config import Settings
 from dcpm.embedding.base import Encoded, SparseVector
 from dcpm.embedding.device import resolve_device
 from dcpm.embedding.flag_dense import weights_fingerprint
-from dcpm.embedding.threads import for_documents
+from dcpm.embedding.threads import for_batch
 from dcpm.errors import Unavailable
 
 
@@ -35,15 +35,13 @@ class BgeM3Embedder:
         return self._fingerprint
 
     def _encode(self, texts: Sequence[str]) -> Encoded:
-        out = self._model.encode(list(texts), batch_size=self.batch_size, return_dense=True, return_sparse=True)
+        with for_batch(len(texts)):
+            out = self._model.encode(list(texts), batch_size=self.batch_size, return_dense=True, return_sparse=True)
         sparse = [
             SparseVector(indices=[int(token) for token in weights], values=[float(v) for v in weights.values()])
             for weights in out["lexical_weights"]
         ]
         return Encoded(dense=np.asarray(out["dense_vecs"], dtype=np.float32), sparse=sparse)
 
-    def encode_documents(self, texts: Sequence[str]) -> Encoded:
-        with for_documents(len(texts)):
-            return self._encode(texts)
-
+    encode_documents = _encode
     encode_queries = _encode

@@ -17,7 +17,7 @@ from dcpm.config import DEFAULT_EMBEDDER, Settings
 from dcpm.embedding.base import Encoded, SparseVector
 from dcpm.embedding.bm25 import Bm25Terms
 from dcpm.embedding.device import resolve_device
-from dcpm.embedding.threads import for_documents
+from dcpm.embedding.threads import for_batch
 from dcpm.errors import Unavailable
 
 MAX_TOKENS = 256
@@ -79,9 +79,7 @@ class FlagDenseEmbedder:
         return self._fingerprint
 
     def encode_documents(self, texts: Sequence[str]) -> Encoded:
-        with for_documents(len(texts)):
-            dense = self.dense(list(texts))
-        return Encoded(dense=dense, sparse=self._terms.documents(texts))
+        return Encoded(dense=self.dense(list(texts)), sparse=self._terms.documents(texts))
 
     def encode_queries(self, texts: Sequence[str]) -> Encoded:
         return Encoded(dense=self.dense_queries(texts), sparse=self.sparse_queries(texts))
@@ -105,7 +103,7 @@ class FlagDenseEmbedder:
         # Batches of similar length waste little on padding (about twice the throughput on import).
         order = np.argsort([len(text) for text in texts], kind="stable")
         rows: list[list[np.ndarray]] = [[] for _ in models]
-        with torch.inference_mode():
+        with torch.inference_mode(), for_batch(len(texts)):
             for start in range(0, len(texts), self.batch_size):
                 chunk = [texts[n] for n in order[start:start + self.batch_size]]
                 with self._tokenizing:  # a fast tokenizer's padding/truncation state is not thread-safe

@@ -1,4 +1,4 @@
-"""torch's intra-op threads, per kind of work: few for one query, many for a batch of documents.
+"""torch's intra-op threads, per size of work: few for one query, many for a batch of texts.
 
 One query is a small forward pass: on a shared CPU more threads than free cores make it wait
 on the busiest core (25 ms with one thread against 190+ ms with two on a busy 2-core host). A
@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-BATCH_MIN = 8  # fewer documents than this are encoded like a query
+BATCH_MIN = 8  # fewer texts than this are encoded like a query
 _lock = threading.Lock()
 _running = 0  # batches encoding now
 _query = 0  # threads for queries and small batches; 0 until configured
@@ -37,8 +37,9 @@ def configure(query_threads: int, document_threads: int) -> None:
 
 
 @contextmanager
-def for_documents(count: int) -> Iterator[None]:
-    """Encode `count` documents with the document threads (a batch of BATCH_MIN or more)."""
+def for_batch(count: int) -> Iterator[None]:
+    """Encode `count` texts with the document threads when they are a batch (BATCH_MIN or more):
+    documents on import and reindex, and any batch the trainer or an evaluation encodes."""
     global _running
     if count < BATCH_MIN or not _documents or _documents == _query:
         yield

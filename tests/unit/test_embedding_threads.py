@@ -22,10 +22,10 @@ def restore_threads():
 def test_a_batch_uses_the_document_threads_and_gives_the_query_threads_back(restore_threads):
     threads.configure(query_threads=1, document_threads=2)
     assert torch.get_num_threads() == 1
-    with threads.for_documents(64):
+    with threads.for_batch(64):
         assert torch.get_num_threads() == 2
     assert torch.get_num_threads() == 1
-    with threads.for_documents(1):  # one document is encoded like a query
+    with threads.for_batch(1):  # one text is encoded like a query
         assert torch.get_num_threads() == 1
 
 
@@ -35,7 +35,7 @@ def test_overlapping_batches_restore_the_query_setting_only_after_the_last(resto
     seen: list[int] = []
 
     def first_batch() -> None:
-        with threads.for_documents(64):
+        with threads.for_batch(64):
             first_inside.set()
             second_done.wait(5)
             seen.append(torch.get_num_threads())  # the second batch ended meanwhile
@@ -43,7 +43,7 @@ def test_overlapping_batches_restore_the_query_setting_only_after_the_last(resto
     worker = threading.Thread(target=first_batch)
     worker.start()
     first_inside.wait(5)
-    with threads.for_documents(64):
+    with threads.for_batch(64):
         pass
     second_done.set()
     worker.join(5)
