@@ -1,6 +1,7 @@
 """Query-encoding latency with and without the adapter (Madeleine B: batch 1, tokenization
-included, median of repeated runs). Merged costs about two frozen passes (the paper: 1.86x);
-unmerged more, since every adapted layer adds its low-rank branch."""
+included, median of repeated runs). Merged, the summed form costs two passes of compute (the
+paper: 1.86x) but runs them at once when a core is free for each (dcpm.embedding.threads), so
+its wall time is nearer one; unmerged adds a low-rank branch to every adapted layer."""
 
 from __future__ import annotations
 

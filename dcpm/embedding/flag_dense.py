@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+from functools import partial
 from pathlib import Path
 from typing import Sequence
 
@@ -17,7 +18,7 @@ from dcpm.config import DEFAULT_EMBEDDER, Settings
 from dcpm.embedding.base import Encoded, SparseVector
 from dcpm.embedding.bm25 import Bm25Terms
 from dcpm.embedding.device import resolve_device
-from dcpm.embedding.threads import for_batch
+from dcpm.embedding.threads import each_model, for_batch
 from dcpm.errors import Unavailable
 
 MAX_TOKENS = 256
@@ -96,29 +97,34 @@ class FlagDenseEmbedder:
         """The vectors of `texts` under each model, tokenizing once: the associative encoder runs
         E and E_θ on the same query. Written here rather than FlagModel.encode, which runs an
         extra probe forward pass per call to size batches and so doubles query latency."""
-        import torch
-
         if not texts:
             return [np.zeros((0, self.dim), dtype=np.float32) for _ in models]
         # Batches of similar length waste little on padding (about twice the throughput on import).
         order = np.argsort([len(text) for text in texts], kind="stable")
         rows: list[list[np.ndarray]] = [[] for _ in models]
-        with torch.inference_mode(), for_batch(len(texts)):
+        with for_batch(len(texts)):
             for start in range(0, len(texts), self.batch_size):
                 chunk = [texts[n] for n in order[start:start + self.batch_size]]
                 with self._tokenizing:  # a fast tokenizer's padding/truncation state is not thread-safe
                     batch = self.tokenizer(chunk, padding=True, truncation=True, max_length=MAX_TOKENS,
                                            return_tensors="pt")
                 batch = batch.to(self.device)
-                for model_rows, model in zip(rows, models):
-                    hidden = model(**batch, return_dict=True).last_hidden_state
-                    model_rows.append(pool(hidden, batch["attention_mask"], self.pooling).float().cpu().numpy())
+                passes = each_model(partial(self._forward, batch), models, len(texts), self.device == "cpu")
+                for model_rows, vectors in zip(rows, passes):
+                    model_rows.append(vectors)
         result = []
         for model_rows in rows:
             vectors = np.empty((len(texts), self.dim), dtype=np.float32)
             vectors[order] = np.concatenate(model_rows)
             result.append(vectors)
         return result
+
+    def _forward(self, batch, model) -> np.ndarray:  # type: ignore[no-untyped-def]
+        import torch
+
+        with torch.inference_mode():  # per thread: each_model may run this on another one
+            hidden = model(**batch, return_dict=True).last_hidden_state
+            return pool(hidden, batch["attention_mask"], self.pooling).float().cpu().numpy()
 
     def sparse_queries(self, texts: Sequence[str]) -> list[SparseVector]:
         return self._terms.queries(texts)

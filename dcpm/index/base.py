@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator, Literal, Protocol, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterator, Literal, NamedTuple, Protocol, Sequence
 
 from dcpm.embedding.base import SparseVector
 
@@ -104,11 +104,12 @@ def scope_conditions(scope: Scope) -> list[Condition]:
     return conditions + list(scope.filters)
 
 
-@dataclass(frozen=True)
-class Hit:
+class Hit(NamedTuple):
+    """A point and its score; no payload, which the read path never reads (the store has it all).
+    A tuple: a search makes some 300."""
+
     id: str
     score: float
-    payload: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,12 @@ class VectorIndex(Protocol):
     def query(self, using: str, vector: np.ndarray | SparseVector, scope: Scope, limit: int) -> list[Hit]: ...
 
     def dense_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]: ...
+
+    def dense_scores(self, vector: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
+        """The cosine of `vector` with each stored point of `ids` (absent: not stored), computed in
+        the index: the read path scores the lexical-only candidates this way, at a third of the
+        cost of fetching their vectors (0.45 against 1.19 ms for 77 points in the embedded shard)."""
+        ...
 
     def existing(self, ids: Sequence[str]) -> set[str]: ...
 

@@ -171,7 +171,7 @@ class EdgeIndex:
                                   filter=_filter(scope), with_payload=False, params=params)
         with self._gate.shared():
             points = self._shard.query(request)
-        return [Hit(str(p.id), float(p.score)) for p in points]  # no payload: no caller reads it
+        return [Hit(str(p.id), float(p.score)) for p in points]
 
     def dense_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         if not ids:
@@ -179,6 +179,16 @@ class EdgeIndex:
         with self._gate.shared():
             records = self._shard.retrieve(list(ids), with_payload=False, with_vector=[DENSE])
         return {str(r.id): np.asarray(r.vector[DENSE], dtype=np.float32) for r in records}
+
+    def dense_scores(self, vector: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
+        if not ids:
+            return {}
+        request = qe.QueryRequest(limit=len(ids), query=qe.Query.Nearest(vector.tolist(), using=DENSE),
+                                  filter=qe.Filter(must=[qe.HasIdCondition(set(ids))]), with_payload=False,
+                                  params=qe.SearchParams(exact=True))
+        with self._gate.shared():
+            points = self._shard.query(request)
+        return {str(p.id): float(p.score) for p in points}
 
     def existing(self, ids: Sequence[str]) -> set[str]:
         if not ids:

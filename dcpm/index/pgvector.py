@@ -185,7 +185,7 @@ class PgVectorIndex:
         what lets the planner use it), else, or when that left too few hits, exactly (ordering by
         the similarity, an expression no index provides)."""
         predicate, params = q.where(scope_conditions(scope))
-        base = sql.SQL("SELECT v.id, 1 - (v.dense <=> %s) AS score, v.payload FROM {} v WHERE {} ").format(
+        base = sql.SQL("SELECT v.id, 1 - (v.dense <=> %s) AS score FROM {} v WHERE {} ").format(
             self.t.points, predicate)
         with self._pool.connection() as conn:
             graph = conn.execute("SELECT to_regclass(%s) IS NOT NULL", [self.t.user_hnsw(scope.user_id)]).fetchone()
@@ -214,7 +214,7 @@ class PgVectorIndex:
             "scored AS (SELECT t.point_id, sum(query.weight * t.weight * {idf}) AS score "
             "           FROM {terms} t JOIN query USING (term) JOIN df USING (term) CROSS JOIN total "
             "           WHERE t.user_id = %s GROUP BY t.point_id) "
-            "SELECT v.id, s.score, v.payload FROM scored s JOIN {points} v ON v.id = s.point_id "
+            "SELECT v.id, s.score FROM scored s JOIN {points} v ON v.id = s.point_id "
             "WHERE {predicate} ORDER BY s.score DESC, v.id LIMIT %s"
         ).format(terms=self.t.terms, points=self.t.points, users=self.t.users, idf=sql.SQL(idf), predicate=predicate)
         user = scope.user_id
@@ -224,20 +224,20 @@ class PgVectorIndex:
         return _hits(rows)
 
     def dense_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        if not ids:
-            return {}
-        with self._pool.connection() as conn:
-            rows = conn.execute(sql.SQL("SELECT id, dense FROM {} WHERE id = ANY(%s)").format(self.t.points),
-                                [list(ids)]).fetchall()
+        rows = self._by_id(sql.SQL(", dense"), ids) if ids else []
         return {row[0]: row[1].to_numpy().astype(np.float32) for row in rows}
 
+    def dense_scores(self, vector: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
+        rows = self._by_id(sql.SQL(", 1 - (dense <=> %s)"), ids, np.asarray(vector, dtype=np.float32)) if ids else []
+        return {row[0]: float(row[1]) for row in rows}
+
     def existing(self, ids: Sequence[str]) -> set[str]:
-        if not ids:
-            return set()
+        return {row[0] for row in self._by_id(sql.SQL(""), ids)} if ids else set()
+    def _by_id(self, columns: sql.Composable, ids: Sequence[str], *params: Any) -> list:
+        """The rows of the points named: their id, then `columns` (whose parameters come first)."""
+        statement = sql.SQL("SELECT id{} FROM {} WHERE id = ANY(%s)").format(columns, self.t.points)
         with self._pool.connection() as conn:
-            rows = conn.execute(sql.SQL("SELECT id FROM {} WHERE id = ANY(%s)").format(self.t.points),
-                                [list(ids)]).fetchall()
-        return {row[0] for row in rows}
+            return conn.execute(statement, [*params, list(ids)]).fetchall()
 
     def count(self, user_id: str | None = None) -> int:
         statement = sql.SQL("SELECT count(*) FROM {}").format(self.t.points)
@@ -297,4 +297,4 @@ def _results(cur: psycopg.Cursor):
 
 
 def _hits(rows: list) -> list[Hit]:
-    return [Hit(row[0], float(row[1]), row[2] or {}) for row in rows]
+    return [Hit(row[0], float(row[1])) for row in rows]

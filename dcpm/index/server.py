@@ -152,17 +152,26 @@ class QdrantServerIndex:
         else:
             query = vector.tolist()
         response = self._client.query_points(
-            self.collection, query=query, using=using, query_filter=_filter(scope), limit=limit, with_payload=True,
+            self.collection, query=query, using=using, query_filter=_filter(scope), limit=limit, with_payload=False,
             search_params=qm.SearchParams(hnsw_ef=self.settings.hnsw_ef,
                                           acorn=qm.AcornSearchParams(enable=self.settings.acorn)),
         )
-        return [Hit(str(p.id), float(p.score), p.payload or {}) for p in response.points]
+        return [Hit(str(p.id), float(p.score)) for p in response.points]
 
     def dense_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         if not ids:
             return {}
         records = self._client.retrieve(self.collection, ids=list(ids), with_vectors=[DENSE])
         return {str(r.id): np.asarray(r.vector[DENSE], dtype=np.float32) for r in records}  # type: ignore[index]
+
+    def dense_scores(self, vector: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
+        if not ids:
+            return {}
+        response = self._client.query_points(
+            self.collection, query=vector.tolist(), using=DENSE, limit=len(ids), with_payload=False,
+            query_filter=qm.Filter(must=[qm.HasIdCondition(has_id=list(ids))]),
+            search_params=qm.SearchParams(exact=True))
+        return {str(p.id): float(p.score) for p in response.points}
 
     def existing(self, ids: Sequence[str]) -> set[str]:
         if not ids:

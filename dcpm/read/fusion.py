@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
 @dataclass(frozen=True)
@@ -25,8 +26,7 @@ class Calibration:
     lexical_k: float  # the BM25 score that counts as half of full lexical evidence
 
 
-@dataclass(frozen=True)
-class Fused:
+class Fused(NamedTuple):  # a tuple: made ~170 times per search, three times cheaper than a dataclass
     id: str
     score: float
     dense: float  # raw cosine

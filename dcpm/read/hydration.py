@@ -8,7 +8,7 @@ row of the user (what made the read path grow with the store; issue 15)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from datetime import datetime
 
 from sqlalchemy import select
@@ -23,28 +23,32 @@ from dcpm.store.chains import walk_chain
 from dcpm.store.models import Item, RawInput
 
 
-def item_sources(session: Session, user_id: str, candidate_ids: Sequence[str]) -> dict[str, str]:
-    """{item id: its source turn's id} for the candidates that are items extracted from a turn."""
+def item_sources(session: Session, user_id: str, candidate_ids: Sequence[str]) -> dict[str, str | None]:
+    """{item id: its source turn's id, or None} for the candidates that are the user's items;
+    any other candidate is a turn (or not the user's)."""
     if not candidate_ids:
         return {}
     rows = session.execute(select(Item.id, Item.user_id, Item.source_raw_id).where(Item.id.in_(candidate_ids)))
-    return {item_id: raw_id for item_id, owner, raw_id in rows if owner == user_id and raw_id is not None}
+    return {item_id: raw_id for item_id, owner, raw_id in rows if owner == user_id}
 
 
-def hydrate(session: Session, ranked: list[Grouped], user_id: str, as_of: datetime | None) -> list[SearchHit]:
+def hydrate(session: Session, ranked: list[Grouped], user_id: str, as_of: datetime | None,
+            item_ids: Container[str] | None = None) -> list[SearchHit]:
     """The hits, in order, re-checked against the user (the store is the last word): one query
-    for the items with every member of their chains, one for the turns (hits and sources)."""
+    for the items with every member of their chains, one for the turns (hits and sources).
+    `item_ids`, when known (item_sources), spares the first query when no hit is an item."""
     ids = [g.id for g in ranked]
     if not ids:
         return []
     wanted = set(ids)
-    hit_chains = select(Item.chain_id).where(Item.id.in_(ids)).scalar_subquery()
     members: dict[str, list[Item]] = defaultdict(list)
     items: dict[str, Item] = {}
-    for member in session.scalars(select(Item).where(Item.chain_id.in_(hit_chains))):
-        members[member.chain_id].append(member)
-        if member.id in wanted and member.user_id == user_id:
-            items[member.id] = member
+    if item_ids is None or any(i in item_ids for i in ids):
+        hit_chains = select(Item.chain_id).where(Item.id.in_(ids)).scalar_subquery()
+        for member in session.scalars(select(Item).where(Item.chain_id.in_(hit_chains))):
+            members[member.chain_id].append(member)
+            if member.id in wanted and member.user_id == user_id:
+                items[member.id] = member
     raw_ids = set(ids) | {i.source_raw_id for i in items.values() if i.source_raw_id}
     raws = {r.id: r for r in session.scalars(select(RawInput).where(RawInput.id.in_(raw_ids)))
             if r.user_id == user_id}

@@ -42,12 +42,8 @@ def with_associative_lane(index: VectorIndex, query: QueryVector, scope: Scope, 
     frozen = {f.id: f for f in hybrid}
     cosine = {i: f.dense for i, f in frozen.items()}
     associative = dict(lane)
-    missing = [i for i in frozen if i not in lane] + [i for i in lane if i not in frozen]
-    for point_id, vector in index.dense_vectors(missing).items():
-        if point_id in frozen:
-            associative[point_id] = float(vector @ query.associative)
-        else:
-            cosine[point_id] = float(vector @ query.dense)
+    associative.update(index.dense_scores(query.associative, [i for i in frozen if i not in lane]))
+    cosine.update(index.dense_scores(query.dense, [i for i in lane if i not in frozen]))
     if lexical:  # the "replace" ranking: the associative cosine with the same BM25, over its own candidates
         bm25 = {i: f.sparse for i, f in frozen.items() if f.sparse > 0}
         scored = [score_of(i, associative.get(i, -1.0), bm25.get(i, 0.0), calibration)

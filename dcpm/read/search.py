@@ -1,8 +1,8 @@
 """The read path (DCPM 2.4): hybrid ANN, chain traversal, rendered context. Never an LLM.
 
 Its cost depends on `candidate_pool` and `limit`, not on how much the user stored: two ANN
-queries (three with the associative lane), one vector look-up, and one store session of
-primary-key and chain look-ups (dcpm.read.hydration)."""
+queries (three with the associative lane), one scoring of the lexical-only candidates in the
+index, and one store session of primary-key and chain look-ups (dcpm.read.hydration)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,8 @@ from dcpm.read.temporal import in_time_order
 from dcpm.store.db import Database
 from dcpm.store.models import User
 
+GROUPING_DEPTH = 4  # candidates looked at per hit asked for when folding turns into their items
+
 
 def check_search(request: SearchRequest, settings: Settings) -> None:
     if len(request.query) > settings.max_query_chars:
@@ -41,12 +43,11 @@ def calibration(settings: Settings) -> Calibration:
 def candidates(index: VectorIndex, query: QueryVector, scope: Scope, pool: int,
                lexical: bool = True) -> tuple[dict[str, float], dict[str, float]]:
     """Dense and sparse candidates of one user: {id: cosine} and {id: BM25}. Sparse-only
-    candidates get their true cosine from their stored vector, so fusion never guesses."""
+    candidates get their true cosine, computed by the index from their stored vector, so fusion
+    never guesses."""
     dense_hits = {h.id: h.score for h in index.query(DENSE, query.dense, scope, pool)}
     sparse_hits = {h.id: h.score for h in index.query(SPARSE, query.sparse, scope, pool)} if lexical else {}
-    missing = [i for i in sparse_hits if i not in dense_hits]
-    for point_id, vector in index.dense_vectors(missing).items():
-        dense_hits[point_id] = float(vector @ query.dense)
+    dense_hits.update(index.dense_scores(query.dense, [i for i in sparse_hits if i not in dense_hits]))
     return dense_hits, sparse_hits
 
 
@@ -62,9 +63,6 @@ def search(db: Database, index: VectorIndex, encoder: QueryEncoder, settings: Se
            request: SearchRequest) -> SearchResponse:
     started = time.perf_counter()
     check_search(request, settings)
-    with db.session() as session:
-        if session.get(User, request.user_id) is None:
-            raise NotFound(f"unknown user {request.user_id!r}: nothing has been stored for this user")
     as_of = as_utc(request.as_of) if request.as_of else None
     scope = Scope(user_id=request.user_id, kinds=tuple(request.kinds), session_id=request.session_id,
                   as_of=as_of.timestamp() if as_of else None, filters=metadata_conditions(request.filters))
@@ -82,10 +80,18 @@ def search(db: Database, index: VectorIndex, encoder: QueryEncoder, settings: Se
         # Rank fusion has ordered an associative lane already; time reorders only a ranking by score
         timed = None if query.associative is not None else in_time_order(
             session, request.user_id, request.query, as_of or utcnow(), ranked, settings)
-        grouped = group(timed or ranked, item_sources(session, request.user_id, [c.id for c in ranked]),
-                        in_order=query.associative is not None or timed is not None)
-        hits = hydrate(session, [g for g in grouped if g.score >= floor][: request.limit], request.user_id, as_of)
-        nodes = surface_nodes(session, request.user_id, [h.id for h in hits])  # ranks count every hit
+        # A memory folds at most two candidates (an item and its turn), so `limit` of them lie in
+        # the first 2 x limit; twice that lets an item ranked well below its turn still fold it.
+        head = (timed or ranked)[: GROUPING_DEPTH * request.limit]
+        sources = item_sources(session, request.user_id, [c.id for c in head])
+        grouped = group(head, sources, in_order=query.associative is not None or timed is not None)
+        hits = hydrate(session, [g for g in grouped if g.score >= floor][: request.limit], request.user_id, as_of,
+                       item_ids=sources)
+        if not hits and session.get(User, request.user_id) is None:  # checked last: one query less per search
+            raise NotFound(f"unknown user {request.user_id!r}: nothing has been stored for this user")
+        # Nodes cite items only; ranks count every hit
+        nodes = surface_nodes(session, request.user_id, [h.id for h in hits]) if any(
+            h.id in sources for h in hits) else []
     relevant = [h for h in hits if h.score >= threshold]
     relevant_ids = {h.id for h in relevant}
     supported = [n for n in nodes if relevant_ids.intersection(n.matched_evidence)]

@@ -24,11 +24,9 @@ def surface_nodes(session: Session, user_id: str, hit_item_ids: Sequence[str]) -
     if not hit_item_ids:
         return []
     rank = {item_id: n for n, item_id in enumerate(hit_item_ids)}
-    kinds = visible_kinds(consent_of(session, user_id))
-    if not kinds:
-        return []
     rows = session.execute(select(Node, Evidence.item_id).join(Evidence, Evidence.node_id == Node.id)
                            .where(Evidence.item_id.in_(list(rank)))).all()
+    kinds = visible_kinds(consent_of(session, user_id)) if rows else ()  # no node, no consent to read
     matched: dict[str, list[str]] = defaultdict(list)
     nodes: dict[str, Node] = {}
     for node, item_id in rows:

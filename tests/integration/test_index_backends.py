@@ -172,6 +172,25 @@ def test_dense_vectors_are_the_stored_embeddings(svc):
         assert np.allclose(stored[ids[turn.text]], expected, atol=1e-5)
 
 
+def test_dense_scores_are_the_cosines_of_the_stored_points_named(svc):
+    """The read path scores lexical-only candidates in the index: the same numbers as the stored
+    vectors give, for exactly the points named and stored (another user's included: the read
+    path names only its own user's ids, and hydration checks the owner again)."""
+    svc.import_turns("ana", list(ANA_TURNS))
+    svc.import_turns("bob", list(BOB_TURNS))
+    ana, bob = list(raw_ids(svc, "ana").values()), list(raw_ids(svc, "bob").values())
+    query = svc.embedder.encode_queries(["What do I drink in the morning?"]).dense[0]
+    named = ana[:3] + bob[:1] + [str(uuid.uuid4())]
+    scores = svc.index.dense_scores(query, named)
+    assert set(scores) == set(named[:4])  # the unknown id is absent, not scored 0
+    vectors = svc.index.dense_vectors(named[:4])
+    for point_id in named[:4]:
+        assert scores[point_id] == pytest.approx(float(vectors[point_id] @ query), abs=1e-4)
+    svc.index.delete([ana[0]])
+    assert set(svc.index.dense_scores(query, named)) == set(named[1:4])
+    assert svc.index.dense_scores(query, []) == {}
+
+
 def test_reindex_clears_and_rebuilds_the_same_answers(svc):
     svc.import_turns("ana", list(ANA_TURNS))
     ana_drinks_chain(svc)

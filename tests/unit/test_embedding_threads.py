@@ -48,3 +48,33 @@ def test_overlapping_batches_restore_the_query_setting_only_after_the_last(resto
     second_done.set()
     worker.join(5)
     assert seen == [2] and torch.get_num_threads() == 1
+
+
+def passes_by_thread(monkeypatch, cores: int, count: int, on_cpu: bool = True) -> list[str]:
+    """The thread each of two models' passes ran on, on a machine of `cores` cores."""
+    monkeypatch.setattr(threads.os, "cpu_count", lambda: cores)
+    both_started = threading.Barrier(2, timeout=0.5)
+
+    def forward(model: str) -> str:
+        try:
+            both_started.wait()  # returns only if the other pass runs at the same time
+        except threading.BrokenBarrierError:
+            pass
+        return f"{model}@{threading.current_thread().name}"
+
+    return threads.each_model(forward, ["E", "E_theta"], count, on_cpu)
+
+
+def test_a_query_runs_its_models_at_once_when_each_has_a_core(restore_threads, monkeypatch):
+    threads.configure(query_threads=1, document_threads=2)
+    frozen, adapted = passes_by_thread(monkeypatch, cores=2, count=1)
+    assert frozen.startswith("E@") and adapted.startswith("E_theta@")  # in the models' order
+    assert frozen.split("@")[1] != adapted.split("@")[1]
+
+
+@pytest.mark.parametrize("cores, count, on_cpu", [(1, 1, True), (2, 64, True), (2, 1, False)],
+                         ids=["no spare core", "a batch", "on the GPU"])
+def test_otherwise_the_models_run_in_turn_on_the_callers_thread(restore_threads, monkeypatch, cores, count, on_cpu):
+    threads.configure(query_threads=1, document_threads=2)
+    caller = threading.current_thread().name
+    assert passes_by_thread(monkeypatch, cores, count, on_cpu) == [f"E@{caller}", f"E_theta@{caller}"]

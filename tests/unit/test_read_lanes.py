@@ -50,8 +50,8 @@ class TinyIndex:
         scored = sorted(((float(v @ vector), i) for i, v in MEMORIES.items()), reverse=True)[:limit]
         return [Hit(i, s) for s, i in scored]
 
-    def dense_vectors(self, ids):
-        return {i: MEMORIES[i] for i in ids if i in MEMORIES}
+    def dense_scores(self, vector, ids):
+        return {i: float(MEMORIES[i] @ vector) for i in ids if i in MEMORIES}
 
 
 def frozen_hybrid(pool: int, bm25: dict[str, float]) -> list:
