@@ -79,14 +79,13 @@ def each_model(forward: Callable[[Any], T], models: Sequence[Any], count: int, o
     E_θ(q) then cost about one pass of wall time instead of two (1.39x against 1.99x measured,
     one thread each on 2 cores). torch releases the GIL inside its kernels."""
     global _side
-    if len(models) < 2 or count >= BATCH_MIN or not on_cpu or _running:
-        return [forward(model) for model in models]
-    cores = os.cpu_count() or 1  # a system call (45 µs): not on the frozen encoder's path
-    if (_query or 1) * len(models) > cores:
+    # os.cpu_count() is a system call (45 µs): asked last, so the frozen encoder's one model never pays it
+    if (len(models) < 2 or count >= BATCH_MIN or not on_cpu or _running
+            or (_query or 1) * len(models) > (os.cpu_count() or 1)):
         return [forward(model) for model in models]
     with _lock:
         if _side is None:
-            _side = ThreadPoolExecutor(max_workers=cores, thread_name_prefix="dcpm-encode",
+            _side = ThreadPoolExecutor(max_workers=os.cpu_count(), thread_name_prefix="dcpm-encode",
                                        initializer=_pin_query_threads)
     later = [_side.submit(forward, model) for model in models[1:]]
     return [forward(models[0]), *(future.result() for future in later)]

@@ -233,11 +233,10 @@ class PgVectorIndex:
 
     def existing(self, ids: Sequence[str]) -> set[str]:
         return {row[0] for row in self._by_id(sql.SQL(""), ids)} if ids else set()
+
     def _by_id(self, columns: sql.Composable, ids: Sequence[str], *params: Any) -> list:
-        """The rows of the points named: their id, then `columns` (whose parameters come first)."""
-        statement = sql.SQL("SELECT id{} FROM {} WHERE id = ANY(%s)").format(columns, self.t.points)
-        with self._pool.connection() as conn:
-            return conn.execute(statement, [*params, list(ids)]).fetchall()
+        with self._pool.connection() as conn:  # q.by_id: id, then `columns`, whose parameters come first
+            return conn.execute(q.by_id(self.t, columns), [*params, list(ids)]).fetchall()
 
     def count(self, user_id: str | None = None) -> int:
         statement = sql.SQL("SELECT count(*) FROM {}").format(self.t.points)

@@ -84,6 +84,11 @@ def backfill_users(t: Tables) -> list[sql.Composed]:
             .format(t.users, t.points)]
 
 
+def by_id(t: Tables, columns: sql.Composable) -> sql.Composed:
+    """The points named by an id array: their id, then `columns` (whose parameters come first)."""
+    return sql.SQL("SELECT id{} FROM {} WHERE id = ANY(%s)").format(columns, t.points)
+
+
 def count_users(t: Tables) -> sql.Composed:
     """Add a signed number of points to each user's count, in user order (concurrent writers of
     several users lock the rows in one order, so they cannot deadlock); a count the same
