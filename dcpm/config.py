@@ -90,21 +90,36 @@ class Settings(BaseSettings):
 
     # Read path (DCPM 3.1)
     # score = alpha * dense + (1 - alpha) * lexical, both absolute and in [0, 1] (dcpm.read.fusion):
-    # dense = logistic((cosine - center) / width), lexical = bm25 / (bm25 + k). Measured by
-    # scripts/eval_scores.py (MiniLM, LoCoMo conversations as memories): a logistic regression of
-    # "the memory asked about" against "the best match of an unrelated question" puts the center at
-    # cosine 0.30; its own width (0.04) ranks badly (LoCoMo R@10 0.62), 0.25 keeps the order of
-    # close candidates; alpha and k are the middle of the plateau of LoCoMo R@10 (0.715, was 0.708).
-    # The DCPM paper's alpha = 0.7 weighted per-query min-max scaled scores; on these calibrated
-    # components 0.7 drops LoCoMo R@10 to 0.658 (k = 30), so the measured 0.5 is the default.
+    # dense = logistic((cosine - center) / width), lexical = (bm25/k)^p / (1 + (bm25/k)^p), a
+    # logistic of log BM25. Measured by scripts/eval_scores.py (MiniLM, LoCoMo conversations as
+    # memories): a logistic regression of "the memory asked about" against "the best match of an
+    # unrelated question" puts the center at cosine 0.30; its own width (0.04) ranks badly (LoCoMo
+    # R@10 0.62), 0.25 keeps the order of close candidates. The DCPM paper's alpha = 0.7 weighted
+    # per-query min-max scaled scores; on these calibrated components 0.7 drops LoCoMo R@10 to 0.658.
+    # p and k by scripts/eval_lexical.py (issue 15). k is in units of a rare word's IDF, which grows
+    # with the points BM25 counts (dcpm.read.lexical_scale): 2.4 is 20 BM25 points among LoCoMo's
+    # 6,000 turns and 12 among a new user's 200 memories. With p = 1 and a fixed k = 30 (the old
+    # default) a word or two shared with many turns lifted them above a target that shares no word
+    # with the query; p = 2.5, k = 2.4 counts a strong match fully and a weak one little. Shipped
+    # adapter, writer-disjoint held-out set: cue R@10 0.113 -> 0.175, indirect 0.175 -> 0.400;
+    # LoCoMo R@10 (no time signal) 0.704 -> 0.732, frozen 0.714 -> 0.741. Steeper lifts cue recall
+    # on that set (p = 3: 0.212, p = 4: 0.250) but loses paraphrases of a small store
+    # (tests/integration/life_of_ines.py) to turns that are closer without the shared word.
     hybrid_alpha: float = 0.5
     score_dense_center: float = 0.30
     score_dense_width: float = 0.25
-    score_lexical_k: float = 30.0
+    score_lexical_k: float = Field(2.4, gt=0)
+    score_lexical_power: float = Field(2.5, gt=0)
+    # With a model's own lexical weights (bge-m3) there is no IDF to scale by: k counts in what one
+    # salient word shared by query and memory scores there, about 0.25 x 0.25 in the model card's
+    # example (a strong two-to-three word match scores 0.2). Not measured here (no bge-m3 weights
+    # on this machine): refit it, with the dense centre, by scripts/eval_scores.py on the model.
+    score_lexical_weights_unit: float = Field(0.06, gt=0)
     # Hits (and context-block lines) scoring below this are left out. Measured the same way: the
-    # 95th percentile of the best score an unrelated question finds among 369-689 chatty turns
-    # (0.364 frozen, 0.374 with the shipped adapter); paraphrase targets score 0.45-0.6 (p25-p75).
-    search_threshold: float = 0.37
+    # 95th percentile of the best score an unrelated question finds among 369-689 chatty turns:
+    # 0.336 frozen, 0.338 with the shipped adapter (at p = 1, k = 30 it was 0.364 / 0.374, and
+    # the threshold 0.37). Paraphrases first and above it: 0.475 / 0.450 (0.475 / 0.425 before).
+    search_threshold: float = 0.34
     # AssoMem's temporal alignment, LLM-free (dcpm.read.temporal): a query that names a past time
     # ("last week", "in May 2023") or asks "when" reorders its first candidates by
     # (1 - w) * relevance + w * time signal. Weight chosen on LoCoMo conversations 0-4; on 5-9 it

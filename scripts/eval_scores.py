@@ -187,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
             args.cache.write_bytes(pickle.dumps(collected))
 
     from dcpm.config import Settings
+    from dcpm.read.lexical_scale import rare_word_idf
     from dcpm.read.search import calibration
 
     center, width, fitted_on = fit_dense(collected)
@@ -195,9 +196,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, values in fitted_on.items():
         print(f"  {name:<26} min/p5/p25/p50/p75/p95/max {percentiles(values)}")
     settings = Settings()
-    base = calibration(settings)
+    scale = rare_word_idf(sum(len(ids) for ids in collected["dia"].values()))  # the shard's N: every turn
+    base = calibration(settings, scale)
     report: dict[str, Any] = {"fitted": {"center": center, "width": width, **fitted_on}, "settings": {}}
-    print(f"\nsettings: alpha {base.alpha}, center {base.dense_center}, width {base.dense_width}, k {base.lexical_k}, "
+    print(f"\nsettings: alpha {base.alpha}, center {base.dense_center}, width {base.dense_width}, "
+          f"k {settings.score_lexical_k} rare-word IDFs = {base.lexical_k:.1f} BM25 here, power {base.lexical_power}, "
           f"threshold {settings.search_threshold}")
     thresholds = [round(0.3 + 0.025 * n, 3) for n in range(17)]
     for encoder in ENCODERS:
@@ -211,23 +214,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  unrelated best score     min/p5/p25/p50/p75/p95/max {percentiles(result['unrelated_top'])}")
         table = threshold_table(result, thresholds)
         for row in table:
-            print(f"  threshold {row['threshold']:.3f}: paraphrase first and above {row['paraphrase_first_and_above']:.3f}"
-                  f", unrelated with a hit above {row['unrelated_with_a_hit_above']:.3f}")
+            print(f"  threshold {row['threshold']:.3f}: paraphrase first and above "
+                  f"{row['paraphrase_first_and_above']:.3f}, unrelated with a hit above "
+                  f"{row['unrelated_with_a_hit_above']:.3f}")
         report["settings"][encoder] = {"result": result, "thresholds": table}
     print(f"\nsweep (frozen, center {center:.2f} as fitted): alpha, width, k -> LoCoMo R@1/5/10; the threshold "
           "leaving 5% of unrelated questions a hit, and the paraphrases first and above it")
     sweep = []
     for alpha in (0.5, 0.6, 0.7):
         for width in (0.1, 0.2, 0.25):
-            for k in (12.0, 20.0, 30.0):
-                variant = replace(base, alpha=alpha, dense_width=width, lexical_k=k, dense_center=round(center, 2))
+            for k in (1.5, 2.4, 3.6):  # rare-word IDFs (dcpm.read.lexical_scale)
+                variant = replace(base, alpha=alpha, dense_width=width, lexical_k=k * scale,
+                                  dense_center=round(center, 2))
                 result = outcomes(collected, "frozen", variant)
                 t95 = float(np.quantile(result["unrelated_top"], 0.95))
                 found = threshold_table(result, [t95])[0]["paraphrase_first_and_above"]
                 row = {"alpha": alpha, "width": width, "k": k, "t95": t95, "paraphrase_first_and_above": found,
                        **{f"R@{n}": recall(result["locomo_ranks"], n) for n in (1, 5, 10)}}
                 sweep.append(row)
-                print(f"  alpha {alpha:.2f} width {width:.2f} k {k:>4.0f}: R@1 {row['R@1']:.3f} R@5 {row['R@5']:.3f} "
+                print(f"  alpha {alpha:.2f} width {width:.2f} k {k:>4.1f}: R@1 {row['R@1']:.3f} R@5 {row['R@5']:.3f} "
                       f"R@10 {row['R@10']:.3f}  t95 {t95:.3f}, paraphrase first and above {found:.3f}")
     report["sweep"] = sweep
     if args.json:

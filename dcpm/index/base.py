@@ -162,6 +162,8 @@ class SharedLock:
 
 class VectorIndex(Protocol):
     backend: str
+    sparse_uses_idf: bool  # the sparse channel is BM25 (IDF applied by the index), not model weights
+    idf_per_user: bool  # whether that IDF counts the querying user's points or every point
 
     def upsert(self, points: Sequence[IndexPoint]) -> None: ...
 

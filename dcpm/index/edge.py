@@ -55,6 +55,7 @@ COPY_BATCH = 512  # points per scroll page when compaction copies the survivors
 
 class EdgeIndex:
     backend = "qdrant-edge"
+    idf_per_user = False  # BM25's IDF counts every point of the shard
 
     def __init__(self, settings: Settings, dim: int, sparse_uses_idf: bool):
         self.path = Path(settings.data_dir) / SHARD_DIR

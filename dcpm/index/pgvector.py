@@ -66,6 +66,7 @@ def libpq_url(url: str) -> str:
 
 class PgVectorIndex:
     backend = "pgvector"
+    idf_per_user = True  # BM25's IDF counts the querying user's points (_lexical)
 
     def __init__(self, settings: Settings, dim: int, sparse_uses_idf: bool):
         self.settings = settings
@@ -239,11 +240,10 @@ class PgVectorIndex:
             return conn.execute(q.by_id(self.t, columns), [*params, list(ids)]).fetchall()
 
     def count(self, user_id: str | None = None) -> int:
-        statement = sql.SQL("SELECT count(*) FROM {}").format(self.t.points)
+        """Every point, or one user's: T_users' row, kept by the writes (a read, not a scan)."""
         with self._pool.connection() as conn:
-            if user_id is None:
-                return int(conn.execute(statement).fetchone()[0])
-            return int(conn.execute(statement + sql.SQL(" WHERE user_id = %s"), [user_id]).fetchone()[0])
+            row = conn.execute(*q.count(self.t, user_id)).fetchone()
+        return int(row[0]) if row else 0
 
     # --- upkeep -----------------------------------------------------------------------------
     def optimize(self) -> bool:

@@ -89,6 +89,13 @@ def by_id(t: Tables, columns: sql.Composable) -> sql.Composed:
     return sql.SQL("SELECT id{} FROM {} WHERE id = ANY(%s)").format(columns, t.points)
 
 
+def count(t: Tables, user_id: str | None) -> tuple[sql.Composed, list]:
+    """Every point, or one user's from T_users (no row: the user has none)."""
+    if user_id is None:
+        return sql.SQL("SELECT count(*) FROM {}").format(t.points), []
+    return sql.SQL("SELECT points FROM {} WHERE user_id = %s").format(t.users), [user_id]
+
+
 def count_users(t: Tables) -> sql.Composed:
     """Add a signed number of points to each user's count, in user order (concurrent writers of
     several users lock the rows in one order, so they cannot deadlock); a count the same

@@ -94,6 +94,7 @@ def collection_layout(s: Settings, dim: int, sparse_uses_idf: bool) -> dict[str,
 
 class QdrantServerIndex:
     backend = "qdrant-server"
+    idf_per_user = False  # BM25's IDF counts every point of the collection
 
     def __init__(self, settings: Settings, dim: int, sparse_uses_idf: bool):
         self.settings = settings

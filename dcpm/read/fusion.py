@@ -3,9 +3,13 @@ are absolute, in [0, 1], and mean the same thing for every query.
 
 The dense part is the cosine of the unit-norm query and memory vectors through a logistic map
 measured on data (`scripts/eval_scores.py`), so an unrelated memory scores near 0 and a
-paraphrase near 1; the lexical part saturates the BM25 score, s / (s + k), so one rare shared
-word counts and ten common ones do not run away. Per-query min-max scaling, which this replaced,
-gave the best candidate 1.0 even when nothing stored was related to the query.
+paraphrase near 1. The lexical part is a logistic of the log BM25 score, (s/k)^p / (1 + (s/k)^p):
+half evidence at s = k, and with p > 1 a match on a word or two that many turns share (s well
+below k) counts little while a strong one counts fully. With p = 1 (s / (s + k)) such weak matches
+lifted every turn that shared a word with the query above the one it was about, which a query
+sharing no word with its target (an associative cue) cannot outweigh (issue 15:
+scripts/eval_lexical.py). Per-query min-max scaling, which this replaced, gave the best
+candidate 1.0 even when nothing stored was related to the query.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ class Calibration:
     dense_center: float  # the cosine that scores 0.5 as dense relevance
     dense_width: float  # cosines this far above the center score 0.73 (one logistic unit)
     lexical_k: float  # the BM25 score that counts as half of full lexical evidence
+    lexical_power: float = 1.0  # steepness around it: 1 is s / (s + k); higher discounts weak matches
 
 
 class Fused(NamedTuple):  # a tuple: made ~170 times per search, three times cheaper than a dataclass
@@ -40,7 +45,10 @@ def dense_relevance(cosine: float, calibration: Calibration) -> float:
 
 
 def lexical_relevance(bm25: float, calibration: Calibration) -> float:
-    return bm25 / (bm25 + calibration.lexical_k) if bm25 > 0 else 0.0
+    if bm25 <= 0:
+        return 0.0
+    odds = (bm25 / calibration.lexical_k) ** calibration.lexical_power
+    return odds / (1.0 + odds)
 
 
 def score_of(id_: str, cosine: float, bm25: float, calibration: Calibration) -> Fused:

@@ -19,6 +19,7 @@ from dcpm.read.fusion import Calibration, Fused, fuse
 from dcpm.read.grouping import group
 from dcpm.read.hydration import hydrate, item_sources
 from dcpm.read.lanes import with_associative_lane
+from dcpm.read.lexical_scale import lexical_scale
 from dcpm.read.query import QueryEncoder, QueryVector
 from dcpm.read.surfacing import surface_nodes
 from dcpm.read.temporal import in_time_order
@@ -35,9 +36,12 @@ def check_search(request: SearchRequest, settings: Settings) -> None:
         raise Invalid(f"limit {request.limit} is above the maximum of {settings.max_search_limit}")
 
 
-def calibration(settings: Settings) -> Calibration:
+def calibration(settings: Settings, lexical_scale: float = 1.0) -> Calibration:
+    """The score's constants; `lexical_scale` (dcpm.read.lexical_scale) turns the lexical half
+    point, set in units of a rare word's IDF, into BM25 points of the index searched."""
     return Calibration(alpha=settings.hybrid_alpha, dense_center=settings.score_dense_center,
-                       dense_width=settings.score_dense_width, lexical_k=settings.score_lexical_k)
+                       dense_width=settings.score_dense_width,
+                       lexical_k=settings.score_lexical_k * lexical_scale, lexical_power=settings.score_lexical_power)
 
 
 def candidates(index: VectorIndex, query: QueryVector, scope: Scope, pool: int,
@@ -68,7 +72,7 @@ def search(db: Database, index: VectorIndex, encoder: QueryEncoder, settings: Se
                   as_of=as_of.timestamp() if as_of else None, filters=metadata_conditions(request.filters))
     query = encoder.encode_query(request.query)
     pool = max(settings.candidate_pool, request.limit)
-    scoring = calibration(settings)
+    scoring = calibration(settings, lexical_scale(index, request.user_id, settings.score_lexical_weights_unit))
     # A threshold sent drops weaker hits; without one every candidate up to `limit` comes back
     # (a keyword query scores low but is still worth listing), and the default only keeps weak
     # hits, and the patterns they support, out of the context block pasted into a prompt.

@@ -49,3 +49,21 @@ def test_the_same_memory_scores_the_same_whatever_else_is_stored():
 
 def test_empty_inputs_give_no_hits():
     assert fuse({}, {}, SCORES) == []
+
+
+def test_power_one_is_the_plain_saturation():
+    flat = Calibration(alpha=0.5, dense_center=0.3, dense_width=0.25, lexical_k=20.0, lexical_power=1.0)
+    for bm25 in (1.0, 10.0, 20.0, 80.0):
+        assert fuse({"a": 0.3}, {"a": bm25}, flat)[0].lexical_relevance == pytest.approx(bm25 / (bm25 + 20.0))
+
+
+def test_a_steeper_lexical_part_discounts_a_weak_shared_word_but_not_a_strong_match():
+    # A query that shares one common word with many turns (BM25 ~ 10) must not lift them above the
+    # turn it is about, which shares no word with it; a strong match (BM25 ~ 40) still counts fully.
+    steep = Calibration(alpha=0.5, dense_center=0.3, dense_width=0.25, lexical_k=20.0, lexical_power=3.0)
+    flat = Calibration(alpha=0.5, dense_center=0.3, dense_width=0.25, lexical_k=20.0, lexical_power=1.0)
+    dense, sparse = {"cue": 0.50, "shares_a_word": 0.35}, {"shares_a_word": 10.0}
+    assert [f.id for f in fuse(dense, sparse, flat)][0] == "shares_a_word"
+    assert [f.id for f in fuse(dense, sparse, steep)][0] == "cue"
+    weak, half, strong = (fuse({"a": 0.3}, {"a": s}, steep)[0].lexical_relevance for s in (10.0, 20.0, 40.0))
+    assert weak < 0.12 and half == pytest.approx(0.5) and strong > 0.88
