@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -100,16 +100,20 @@ class Settings(BaseSettings):
     # with the points BM25 counts (dcpm.read.lexical_scale): 2.4 is 20 BM25 points among LoCoMo's
     # 6,000 turns and 12 among a new user's 200 memories. With p = 1 and a fixed k = 30 (the old
     # default) a word or two shared with many turns lifted them above a target that shares no word
-    # with the query; p = 2.5, k = 2.4 counts a strong match fully and a weak one little. Shipped
-    # adapter, writer-disjoint held-out set: cue R@10 0.113 -> 0.175, indirect 0.175 -> 0.400;
-    # LoCoMo R@10 (no time signal) 0.704 -> 0.732, frozen 0.714 -> 0.741. Steeper lifts cue recall
-    # on that set (p = 3: 0.212, p = 4: 0.250) but loses paraphrases of a small store
-    # (tests/integration/life_of_ines.py) to turns that are closer without the shared word.
+    # with the query; p > 1 counts a strong match fully and a weak one little. Shipped adapter,
+    # writer-disjoint held-out set, p = 2.5: cue R@10 0.113 -> 0.175, indirect 0.175 -> 0.400;
+    # LoCoMo R@10 (no time signal) 0.704 -> 0.732, frozen 0.714 -> 0.741. With the cosine gate
+    # below, p = 3: cue 0.263, indirect 0.425, LoCoMo 0.728 (frozen 0.735). Without the gate
+    # steeper curves lose paraphrases of a small store (tests/integration/life_of_ines.py).
     hybrid_alpha: float = 0.5
     score_dense_center: float = 0.30
     score_dense_width: float = 0.25
     score_lexical_k: float = Field(2.4, gt=0)
-    score_lexical_power: float = Field(2.5, gt=0)
+    score_lexical_power: float = Field(3.0, gt=0)
+    # Shared words count as far as the memory is about the same thing (dcpm.read.fusion): the
+    # lexical part times a logistic of the cosine, half at 0.15 (width 0.05); "none" turns it off.
+    score_lexical_gate: float | None = 0.15
+    score_lexical_gate_width: float = Field(0.05, gt=0)
     # With a model's own lexical weights (bge-m3) there is no IDF to scale by: k counts in what one
     # salient word shared by query and memory scores there, about 0.25 x 0.25 in the model card's
     # example (a strong two-to-three word match scores 0.2). Not measured here (no bge-m3 weights
@@ -117,9 +121,9 @@ class Settings(BaseSettings):
     score_lexical_weights_unit: float = Field(0.06, gt=0)
     # Hits (and context-block lines) scoring below this are left out. Measured the same way: the
     # 95th percentile of the best score an unrelated question finds among 369-689 chatty turns:
-    # 0.336 frozen, 0.338 with the shipped adapter (at p = 1, k = 30 it was 0.364 / 0.374, and
-    # the threshold 0.37). Paraphrases first and above it: 0.475 / 0.450 (0.475 / 0.425 before).
-    search_threshold: float = 0.34
+    # 0.299 frozen, 0.305 with the shipped adapter (0.336 / 0.338 at p = 2.5 without the gate and
+    # 0.34; 0.364 / 0.374 at p = 1, k = 30, and 0.37). Paraphrases first and above: 0.475 / 0.450.
+    search_threshold: float = 0.31
     # AssoMem's temporal alignment, LLM-free (dcpm.read.temporal): a query that names a past time
     # ("last week", "in May 2023") or asks "when" reorders its first candidates by
     # (1 - w) * relevance + w * time signal. Weight chosen on LoCoMo conversations 0-4; on 5-9 it
@@ -212,6 +216,11 @@ class Settings(BaseSettings):
         if toml_path:
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(toml_path)))
         return tuple(sources)
+
+    @field_validator("score_lexical_gate", mode="before")
+    @classmethod
+    def _gate_off(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and value.strip().lower() in ("none", "off", "") else value
 
     @property
     def sqlalchemy_url(self) -> str:

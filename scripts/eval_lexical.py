@@ -17,7 +17,8 @@ What it measures
                               and score above the threshold; an unrelated question must find no
                               turn above it (t95 = the score that 95% of them stay under)
 
-    Swept: the lexical part's power p (1 = s / (s + k), the old default) and half point k, and
+    Swept: the lexical part's power p (1 = s / (s + k), the old default) and half point k, the
+    cosine gate on it (shared words count as far as the memory is about the same thing), and
     the dense weight alpha. Then a two-fold check by conversation: the setting chosen on half the
     conversations (most cue + indirect R@10 with the adapter, LoCoMo R@10 no worse than the old
     default's frozen number there) is scored on the other half.
@@ -45,7 +46,9 @@ RANKED = ("cue", "indirect", "direct", "locomo")
 OLD_THRESHOLD = 0.37  # the threshold that went with the old calibration (p = 1, k = 30 BM25)
 ENCODERS = ("frozen", "adapter")
 # k in units of a rare word's IDF (dcpm.read.lexical_scale): 2.4 is 20 BM25 points in this index
-GRID = [(alpha, power, k) for alpha in (0.4, 0.5) for power in (1, 2, 2.5, 3, 4) for k in (1.5, 2.0, 2.4, 3.0, 3.6)]
+# gate: the cosine at which shared words count half (None: always whole; dcpm.read.fusion)
+GRID = [(alpha, power, k, gate) for alpha in (0.4, 0.5) for power in (1, 2, 2.5, 3, 4)
+        for k in (1.5, 2.0, 2.4, 3.0, 3.6) for gate in (None, 0.1, 0.15, 0.2)]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -115,7 +118,10 @@ def scores(cosines: np.ndarray, bm25: np.ndarray, calibration) -> np.ndarray:
     """dcpm.read.fusion's score over arrays (checked against it by same_as_fusion)."""
     dense = 1.0 / (1.0 + np.exp(-(cosines - calibration.dense_center) / calibration.dense_width))
     odds = (np.maximum(bm25, 0.0) / calibration.lexical_k) ** calibration.lexical_power
-    return calibration.alpha * dense + (1 - calibration.alpha) * odds / (1.0 + odds)
+    gate = 1.0
+    if calibration.lexical_gate is not None:
+        gate = 1.0 / (1.0 + np.exp(-(cosines - calibration.lexical_gate) / calibration.lexical_gate_width))
+    return calibration.alpha * dense + (1 - calibration.alpha) * gate * odds / (1.0 + odds)
 
 
 def same_as_fusion(rows: list[dict], calibration) -> None:
@@ -156,8 +162,8 @@ def line(label: str, m: dict[str, float]) -> str:
             + f" | {m['unrelated t95']:.3f} | {m['unrelated above']:.3f} |")
 
 
-def two_fold(rows: list[dict], base, threshold: float, scale: float) -> list[str]:
-    """Choose on half the conversations, score on the other half."""
+def two_fold(rows: list[dict], base, current, threshold: float, scale: float) -> list[str]:
+    """Choose on half the conversations, score on the other half (beside the defaults, old and now)."""
     users = sorted({r["user"] for r in rows})
     out = []
     for train_users, test_users in ((users[0::2], users[1::2]), (users[1::2], users[0::2])):
@@ -165,16 +171,17 @@ def two_fold(rows: list[dict], base, threshold: float, scale: float) -> list[str
         test = [r for r in rows if r["user"] in test_users]
         floor = measure(train, "frozen", base, threshold)["locomo R@10"] - 0.005
         best = None
-        for alpha, power, k in GRID:
-            variant = replace(base, alpha=alpha, lexical_power=power, lexical_k=k * scale)
+        for alpha, power, k, gate in GRID:
+            variant = replace(base, alpha=alpha, lexical_power=power, lexical_k=k * scale, lexical_gate=gate)
             m = measure(train, "adapter", variant, threshold)
             gain = m["cue R@10"] + m["indirect R@10"]
             if m["locomo R@10"] >= floor and (best is None or gain > best[0]):
                 best = (gain, variant)
         chosen = best[1]
         out.append(line(f"chosen on {','.join(u[5:] for u in train_users)}: alpha {chosen.alpha}, "
-                        f"p {chosen.lexical_power}, k {chosen.lexical_k / scale:.1f}; adapter on the rest",
-                        measure(test, "adapter", chosen, threshold)))
+                        f"p {chosen.lexical_power}, k {chosen.lexical_k / scale:.1f}, gate {chosen.lexical_gate}; "
+                        "adapter on the rest", measure(test, "adapter", chosen, threshold)))
+        out.append(line("  the default now on the rest, adapter", measure(test, "adapter", current, threshold)))
         out.append(line(f"  old default on the rest, adapter (threshold {OLD_THRESHOLD})",
                         measure(test, "adapter", base, OLD_THRESHOLD)))
         out.append(line(f"  old default on the rest, frozen (threshold {OLD_THRESHOLD})",
@@ -198,26 +205,28 @@ def main(argv: list[str] | None = None) -> int:
     rows, scale = collected["rows"], rare_word_idf(collected["points"])
     settings = Settings()
     current, threshold = calibration(settings, scale), settings.search_threshold
-    old = replace(current, alpha=0.5, lexical_k=30.0, lexical_power=1.0)  # the default before issue 15, in BM25
+    # the default before issue 15 (k in BM25)
+    old = replace(current, alpha=0.5, lexical_k=30.0, lexical_power=1.0, lexical_gate=None)
     header = ("| setting | cue R@10 | indirect R@10 | direct R@10 | LoCoMo R@1 / R@10 | paraphrase first and "
               f"above {threshold} | unrelated t95 | unrelated above {threshold} |\n|" + " --- |" * 8)
     same_as_fusion(rows, replace(current, lexical_power=3.0, lexical_k=20.0))
     report = []
     print(f"{len(rows)} queries, {collected['points']} points (a rare word's IDF {scale:.2f}); threshold "
           f"{threshold}; k in rare-word IDFs (x {scale:.2f} = BM25)\n\n{header}")
-    for alpha, power, k in [(old.alpha, 1, old.lexical_k / scale), *GRID]:
-        variant = replace(current, alpha=alpha, lexical_power=power, lexical_k=k * scale)
+    for alpha, power, k, gate in [(old.alpha, 1, old.lexical_k / scale, None), *GRID]:
+        variant = replace(current, alpha=alpha, lexical_power=power, lexical_k=k * scale, lexical_gate=gate)
         for encoder in ENCODERS:
             m = measure(rows, encoder, variant, OLD_THRESHOLD if variant == old else threshold)
-            report.append({"alpha": alpha, "power": power, "k": k, "encoder": encoder, **m})
+            report.append({"alpha": alpha, "power": power, "k": k, "gate": gate, "encoder": encoder, **m})
             note = f" (old default, threshold {OLD_THRESHOLD})" if variant == old else ""
-            print(line(f"alpha {alpha} p {power} k {k:.2f}, {encoder}{note}", m), flush=True)
-    print(f"\nthe settings now (alpha {current.alpha}, p {current.lexical_power}, k {settings.score_lexical_k}):"
+            print(line(f"alpha {alpha} p {power} k {k:.2f} gate {gate}, {encoder}{note}", m), flush=True)
+    print(f"\nthe settings now (alpha {current.alpha}, p {current.lexical_power}, k {settings.score_lexical_k}, "
+          f"gate {current.lexical_gate}):"
           f"\n\n{header}")
     for encoder in ENCODERS:
         print(line(encoder, measure(rows, encoder, current, threshold)))
     print(f"\ntwo folds by conversation:\n\n{header}")
-    print("\n".join(two_fold(rows, old, threshold, scale)))
+    print("\n".join(two_fold(rows, old, current, threshold, scale)))
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
     return 0

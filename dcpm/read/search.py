@@ -41,7 +41,8 @@ def calibration(settings: Settings, lexical_scale: float = 1.0) -> Calibration:
     point, set in units of a rare word's IDF, into BM25 points of the index searched."""
     return Calibration(alpha=settings.hybrid_alpha, dense_center=settings.score_dense_center,
                        dense_width=settings.score_dense_width,
-                       lexical_k=settings.score_lexical_k * lexical_scale, lexical_power=settings.score_lexical_power)
+                       lexical_k=settings.score_lexical_k * lexical_scale, lexical_power=settings.score_lexical_power,
+                       lexical_gate=settings.score_lexical_gate, lexical_gate_width=settings.score_lexical_gate_width)
 
 
 def candidates(index: VectorIndex, query: QueryVector, scope: Scope, pool: int,

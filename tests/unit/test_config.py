@@ -29,3 +29,12 @@ def test_paper_defaults():
 
 def test_default_database_is_sqlite_in_data_dir(tmp_path):
     assert Settings(data_dir=tmp_path).sqlalchemy_url == f"sqlite:///{tmp_path / 'dcpm.db'}"
+
+
+def test_the_lexical_gate_can_be_switched_off_from_the_environment(monkeypatch):
+    assert Settings().score_lexical_gate == 0.15
+    for off in ("none", "off", "None"):
+        monkeypatch.setenv("DCPM_SCORE_LEXICAL_GATE", off)
+        assert Settings().score_lexical_gate is None
+    monkeypatch.setenv("DCPM_SCORE_LEXICAL_GATE", "0.2")
+    assert Settings().score_lexical_gate == 0.2

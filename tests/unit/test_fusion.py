@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import pytest
 
 from dcpm.read.fusion import Calibration, fuse
@@ -67,3 +69,19 @@ def test_a_steeper_lexical_part_discounts_a_weak_shared_word_but_not_a_strong_ma
     assert [f.id for f in fuse(dense, sparse, steep)][0] == "cue"
     weak, half, strong = (fuse({"a": 0.3}, {"a": s}, steep)[0].lexical_relevance for s in (10.0, 20.0, 40.0))
     assert weak < 0.12 and half == pytest.approx(0.5) and strong > 0.88
+
+
+def test_shared_words_count_only_as_far_as_the_memory_is_about_the_same_thing():
+    # A trigger shares a word with a turn about something else altogether (cosine near 0) and with
+    # none of its cue (cosine 0.35): with the gate the shared word no longer outranks the cue,
+    # while a turn the dense model sees as related keeps its lexical evidence whole.
+    gated = Calibration(alpha=0.5, dense_center=0.3, dense_width=0.25, lexical_k=20.0, lexical_power=3.0,
+                        lexical_gate=0.15, lexical_gate_width=0.05)
+    plain = replace(gated, lexical_gate=None)
+    dense, sparse = {"cue": 0.35, "elsewhere": 0.02}, {"elsewhere": 25.0}
+    assert [f.id for f in fuse(dense, sparse, plain)][0] == "elsewhere"
+    assert [f.id for f in fuse(dense, sparse, gated)][0] == "cue"
+    related = fuse({"a": 0.4}, {"a": 25.0}, gated)[0]
+    assert related.lexical_relevance == pytest.approx(fuse({"a": 0.4}, {"a": 25.0}, plain)[0].lexical_relevance,
+                                                      rel=0.01)
+    assert related.score == pytest.approx(0.5 * related.dense_relevance + 0.5 * related.lexical_relevance)

@@ -128,7 +128,8 @@ class SearchHit(BaseModel):
     dense_score: float = Field(description="Cosine of the query and memory vectors.")
     sparse_score: float = Field(description="BM25 score (0: no lexical match).")
     dense_relevance: float = Field(0.0, description="dense_score calibrated to [0, 1].")
-    lexical_relevance: float = Field(0.0, description="sparse_score saturated to [0, 1): (s/k)^p / (1 + (s/k)^p).")
+    lexical_relevance: float = Field(0.0, description="sparse_score saturated to [0, 1), (s/k)^p / (1 + (s/k)^p), "
+                                                      "counted as far as dense_score says the memory is related.")
     timestamp: datetime
     created_at: datetime
     session_id: str | None = None
