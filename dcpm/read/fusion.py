@@ -49,8 +49,12 @@ class Fused(NamedTuple):  # a tuple: made ~170 times per search, three times che
     lexical_relevance: float
 
 
+def logistic(x: float, center: float, width: float) -> float:
+    return 1.0 / (1.0 + math.exp(-(x - center) / width))
+
+
 def dense_relevance(cosine: float, calibration: Calibration) -> float:
-    return 1.0 / (1.0 + math.exp(-(cosine - calibration.dense_center) / calibration.dense_width))
+    return logistic(cosine, calibration.dense_center, calibration.dense_width)
 
 
 def lexical_relevance(bm25: float, calibration: Calibration, cosine: float | None = None) -> float:
@@ -60,8 +64,7 @@ def lexical_relevance(bm25: float, calibration: Calibration, cosine: float | Non
     odds = (bm25 / calibration.lexical_k) ** calibration.lexical_power
     if cosine is None or calibration.lexical_gate is None:
         return odds / (1.0 + odds)
-    gate = 1.0 / (1.0 + math.exp(-(cosine - calibration.lexical_gate) / calibration.lexical_gate_width))
-    return gate * odds / (1.0 + odds)
+    return logistic(cosine, calibration.lexical_gate, calibration.lexical_gate_width) * odds / (1.0 + odds)
 
 
 def score_of(id_: str, cosine: float, bm25: float, calibration: Calibration) -> Fused:

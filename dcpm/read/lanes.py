@@ -13,7 +13,7 @@ hybrid list and third in the lane, lost to one second and first by 1 / 62 - 1 / 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from dcpm.index import Scope, VectorIndex
 from dcpm.index.base import DENSE
@@ -23,20 +23,18 @@ from dcpm.read.query import QueryVector
 RELEVANCE_NUDGE = 0.005
 
 
-def rank_votes(rankings: Sequence[Sequence[str]], k: float, weights: Sequence[float] = ()) -> dict[str, float]:
-    """Every id's sum of weight / (k + rank) over the rankings, rank counted from 1 (weights
-    default to 1), in the order the ids first appear."""
+def reciprocal_rank(rankings: Sequence[Sequence[str]], k: float, weights: Sequence[float] = (),
+                    relevance: Mapping[str, float] | None = None) -> list[str]:
+    """Ids of every ranking, best first by the sum of weight / (k + rank), rank counted from 1
+    (weights default to 1), each nudged by RELEVANCE_NUDGE x its `relevance` when given; ties keep
+    the order in which the ids first appear."""
     fused: dict[str, float] = {}
     for n, ranking in enumerate(rankings):
         weight = weights[n] if n < len(weights) else 1.0
         for rank, id_ in enumerate(ranking, start=1):
             fused[id_] = fused.get(id_, 0.0) + weight / (k + rank)
-    return fused
-
-
-def reciprocal_rank(rankings: Sequence[Sequence[str]], k: float, weights: Sequence[float] = ()) -> list[str]:
-    """Ids of every ranking, best first by their votes; ties keep the order of first appearance."""
-    fused = rank_votes(rankings, k, weights)
+    if relevance:
+        fused = {id_: votes + RELEVANCE_NUDGE * relevance.get(id_, 0.0) for id_, votes in fused.items()}
     return sorted(fused, key=lambda id_: fused[id_], reverse=True)
 
 
@@ -63,7 +61,8 @@ def with_associative_lane(index: VectorIndex, query: QueryVector, scope: Scope, 
         ranked_lane = [f.id for f in sorted(scored, key=lambda f: f.score, reverse=True)]
     else:
         ranked_lane = sorted(lane, key=lane.__getitem__, reverse=True)
-    votes = rank_votes([list(frozen), ranked_lane], k, (1.0, weight))
-    fused = [score_of(i, max(cosine.get(i, -1.0), associative.get(i, -1.0)),
-                      frozen[i].sparse if i in frozen else 0.0, calibration) for i in votes]
-    return sorted(fused, key=lambda f: votes[f.id] + RELEVANCE_NUDGE * f.score, reverse=True)
+    fused = {i: score_of(i, max(cosine.get(i, -1.0), associative.get(i, -1.0)),
+                         frozen[i].sparse if i in frozen else 0.0, calibration)
+             for i in dict.fromkeys([*frozen, *lane])}
+    order = reciprocal_rank([list(frozen), ranked_lane], k, (1.0, weight), {i: f.score for i, f in fused.items()})
+    return [fused[i] for i in order]

@@ -31,9 +31,9 @@ def lexical_scale(index: VectorIndex, user_id: str, weights_unit: float = 1.0) -
     """The factor that turns `score_lexical_k` into BM25 points for this user's queries: the rare
     word's IDF, or `weights_unit` (`score_lexical_weights_unit`, one shared word's score) when the
     sparse channel carries a model's own weights (bge-m3: no IDF, no store size in them)."""
-    if not getattr(index, "sparse_uses_idf", True):
+    if not index.sparse_uses_idf:
         return weights_unit
-    key = user_id if getattr(index, "idf_per_user", False) else None
+    key = user_id if index.idf_per_user else None
     now = time.monotonic()
     with _lock:
         seen = _cache.setdefault(index, {}).get(key)

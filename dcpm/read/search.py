@@ -74,9 +74,10 @@ def search(db: Database, index: VectorIndex, encoder: QueryEncoder, settings: Se
     query = encoder.encode_query(request.query)
     pool = max(settings.candidate_pool, request.limit)
     scoring = calibration(settings, lexical_scale(index, request.user_id, settings.score_lexical_weights_unit))
-    # A threshold sent drops weaker hits; without one every candidate up to `limit` comes back
-    # (a keyword query scores low but is still worth listing), and the default only keeps weak
-    # hits, and the patterns they support, out of the context block pasted into a prompt.
+    # A threshold sent drops weaker hits; without one every candidate up to `limit` comes back (a
+    # question related to a memory without sharing its words may score just under the threshold
+    # and is still worth listing), and the default only keeps weak hits, and the patterns they
+    # support, out of the context block pasted into a prompt.
     threshold = settings.search_threshold if request.threshold is None else request.threshold
     ranked = retrieve(index, query, scope, pool, scoring, settings.adapter_rrf_k,
                       lane_lexical=settings.adapter_fusion == "rrf_hybrid", lane_weight=settings.adapter_lane_weight)
