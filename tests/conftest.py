@@ -8,6 +8,7 @@ the `settings` fixture runs on a fresh PostgreSQL database), or `both`, the defa
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Iterator
 
@@ -63,13 +64,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def postgres_server(tmp_path_factory: pytest.TempPathFactory):
-    """One real PostgreSQL per test run, with a migrated template database for fresh copies."""
+def postgres_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """One real PostgreSQL per test run, with a migrated template database for fresh copies. When
+    a test failed, the server's log is kept and its end printed before its data directory goes
+    (a crashed server would otherwise leave no trace on a CI machine)."""
     from dcpm.testing import postgres
 
     server = postgres.start(tmp_path_factory.mktemp("postgres") / "pgdata")
     template = postgres.migrated_template(server)
     yield server, template
+    if request.session.testsfailed:
+        kept = tmp_path_factory.getbasetemp() / "postgres.log"
+        sys.__stderr__.write(postgres.keep_log(server, kept))
     server.cleanup()
 
 

@@ -19,6 +19,7 @@ from dcpm import __version__
 from dcpm.errors import DcpmError, invalid_from
 from dcpm.server.caller import current_principal
 from dcpm.server.capacity import WaitingAdds
+from dcpm.server.docs_pages import add_docs_pages
 from dcpm.server.guards import BodyLimit, BodyTooLarge, SameOrigin, error_body, too_large, trusted_hosts
 from dcpm.server.health import HealthReport, public_view, sees_details
 from dcpm.server.mem0.routes import mem0_router
@@ -49,7 +50,8 @@ def create_app(service: MemoryService, bound_host: str | None = None) -> FastAPI
     settings = service.settings
     app = FastAPI(title="dcpm", version=__version__,
                   description="Long-term memory for LLM assistants: raw turns, facts with supersedes chains, "
-                              "LLM-free hybrid search.", **telemetry_off())
+                              "LLM-free hybrid search.", docs_url=None, redoc_url=None, **telemetry_off())
+    add_docs_pages(app)
     # The last added runs first: Host, then Origin, then the body's size.
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(SameOrigin)

@@ -27,6 +27,18 @@ def start(pgdata: Path, *, keep: bool = False) -> Any:
     return pgserver.get_server(pgdata, cleanup_mode="stop" if keep else "delete")
 
 
+def keep_log(server: Any, destination: Path, lines: int = 60) -> str:
+    """Copy the server's log (it lives in the data directory, deleted with it) to `destination`;
+    returns a report of where it went and its last `lines` lines."""
+    log = Path(server.log)
+    if not log.exists():
+        return f"\nPostgreSQL left no log at {log}\n"
+    text = log.read_text(errors="replace")
+    destination.write_text(text)
+    tail = "\n".join(text.splitlines()[-lines:])
+    return f"\nPostgreSQL's log, kept at {destination}; its end:\n{tail}\n"
+
+
 def url(server: Any, database: str = "postgres") -> str:
     """The SQLAlchemy URL of one database on `server`, through psycopg 3."""
     return server.get_uri(database=database).replace("postgresql://", "postgresql+psycopg://", 1)

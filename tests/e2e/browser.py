@@ -41,6 +41,7 @@ class Browser:
         self._buffer = b""
         self._next_id = 0
         self.session = None
+        self.events: list[dict] = []  # DevTools events (e.g. Network.requestWillBeSent once Network is enabled)
         target = self.call("Target.createTarget", url="about:blank")["targetId"]
         self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
         self.resize(width, height)
@@ -61,7 +62,9 @@ class Browser:
         deadline = time.monotonic() + timeout
         while True:
             answer = self._receive(deadline)
-            if answer.get("id") == self._next_id:
+            if "method" in answer:
+                self.events.append(answer)
+            elif answer.get("id") == self._next_id:
                 assert "error" not in answer, f"{method}: {answer['error']}"
                 return answer["result"]
 

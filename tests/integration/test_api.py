@@ -88,6 +88,17 @@ def test_openapi_page_is_served(api):
     assert "/v1/search" in api.get("/openapi.json").json()["paths"]
 
 
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+def test_openapi_pages_load_nothing_from_another_origin(api, page):
+    answer = api.get(page)
+    assert answer.status_code == 200
+    policy = answer.headers["content-security-policy"]
+    assert "default-src 'self'" in policy and "http" not in policy
+    assert "cdn" not in answer.text and "googleapis" not in answer.text
+    for asset in ("swagger-ui-bundle.js", "swagger-ui.css", "redoc.standalone.js"):
+        assert api.get(f"/docs/assets/{asset}").status_code == 200, asset
+
+
 def test_healthz_reports_each_component(api):
     report = api.get("/healthz").json()
     assert report["store"]["ok"] and report["index"]["ok"] and report["embedder"]["dim"] == 384
