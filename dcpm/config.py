@@ -59,8 +59,8 @@ class Settings(BaseSettings):
     query_instruction: str = ""
 
     # Associative query adapter (Madeleine 4.3-4.4, appendix B)
-    # "default": the shipped adapter (lives-v2: held-out cue R@10 35.7 -> 52.2, LoCoMo cats 1-4 R@10
-    # 70.8 -> 69.9); a directory; "none" or "": frozen E only.
+    # "default": the shipped adapter (lives-v2 at strength 0.9: persona-split cue R@10 35.7 -> 51.8,
+    # writer-disjoint cue 18.8 -> 27.5, LoCoMo cats 1-4 R@10 76.5 -> 75.7); a directory; "none" or "": frozen E only.
     query_adapter: str = "default"
     # scales the LoRA update at load (W + s·BA; 0 = frozen); unset: the adapter manifest's own strength
     adapter_strength: float | None = Field(None, ge=0, le=2)

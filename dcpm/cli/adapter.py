@@ -101,6 +101,8 @@ def info(path: Annotated[str, typer.Argument(help="Adapter directory, or 'defaul
     served = "E_θ(q) alone, one pass" if query_form(manifest) == "adapted" else "normalize(E(q) + E_θ(q)), two passes"
     out.print(f"  served: {served}"
               f", at strength {manifest.strength:g} (DCPM_ADAPTER_STRENGTH overrides it)")
+    if manifest.metrics and manifest.strength != 1:
+        out.print("  the held-out recall below was measured as trained, at strength 1")
     _print_metrics(manifest.metrics)
 
 
