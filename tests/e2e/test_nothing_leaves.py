@@ -63,6 +63,12 @@ class Trap:
             self.connections += 1
             conn.close()
 
+    def __enter__(self) -> "Trap":
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.server.close()
+
 
 def leaky_environment(hook_dir: Path, network_log: Path, trap: Trap, llm_url: str) -> dict[str, str]:
     endpoint = f"http://127.0.0.1:{trap.port}"
@@ -94,9 +100,8 @@ def test_the_daemon_and_cli_connect_only_to_the_llm_endpoint(tmp_path):
     history = tmp_path / "history.jsonl"
     history.write_text("".join(json.dumps({"user_id": "ana", "speaker": "Ana", "text": text}) + "\n" for text in (
         "I booked the ferry to Mull for the second week of June", "My knee still clicks when I take the stairs")))
-    trap = Trap()
     data_dir = tmp_path / "data"
-    with LLMServer() as llm:
+    with Trap() as trap, LLMServer() as llm:
         env = leaky_environment(hook_dir, network_log, trap, llm.url)
         with Daemon(data_dir, **env) as daemon:
             assert json.loads(run_cli(data_dir, "import", str(history), "--json", **env).stdout)["imported"] == 2
