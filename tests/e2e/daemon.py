@@ -6,7 +6,10 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import httpx
 
 from dcpm.testing.daemon import free_port, not_ready
 
@@ -72,3 +75,15 @@ class Daemon:
 
     def __exit__(self, *_: object) -> None:
         self.stop()
+
+
+def settled(url: str, users: list[str], timeout: float = 240) -> None:
+    """Wait until no turn is pending any more (the recovery loop drains the background adds)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pending = sum(httpx.get(f"{url}/v1/users/{u}/items", params={"kind": "raw", "status": "pending"},
+                                timeout=30).json()["total"] for u in users)
+        if not pending:
+            return
+        time.sleep(1)
+    raise AssertionError(f"{pending} turn(s) still pending after {timeout}s")

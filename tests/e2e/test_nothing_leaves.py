@@ -12,7 +12,6 @@ import json
 import os
 import socket
 import threading
-import time
 from pathlib import Path
 
 import httpx
@@ -20,7 +19,7 @@ import httpx
 from dcpm.testing.scripted_llm import LLMServer
 
 from .browser import Browser
-from .daemon import Daemon, run_cli
+from .daemon import Daemon, run_cli, settled
 
 AUDIT_HOOK = '''
 import json, os, sys
@@ -84,14 +83,6 @@ def leaky_environment(hook_dir: Path, network_log: Path, trap: Trap, llm_url: st
     }
 
 
-def settled(url: str, user: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while httpx.get(f"{url}/v1/users/{user}/items", params={"kind": "raw", "status": "pending"},
-                    timeout=30).json()["total"]:
-        assert time.monotonic() < deadline, "extraction never finished"
-        time.sleep(0.5)
-
-
 def test_the_daemon_and_cli_connect_only_to_the_llm_endpoint(tmp_path):
     hook_dir = tmp_path / "hook"
     hook_dir.mkdir()
@@ -108,7 +99,7 @@ def test_the_daemon_and_cli_connect_only_to_the_llm_endpoint(tmp_path):
             added = httpx.post(f"{daemon.url}/v1/memories", timeout=60, json={
                 "user_id": "ana", "text": "I started volunteering at the seal rescue on Saturdays"})
             assert added.status_code < 300, added.text
-            settled(daemon.url, "ana")
+            settled(daemon.url, ["ana"], timeout=120)
             hits = httpx.post(f"{daemon.url}/v1/search", json={"user_id": "ana", "query": "ferry trip"},
                               timeout=30).json()["hits"]
             assert hits and "ferry" in hits[0]["text"]

@@ -20,7 +20,7 @@ from dcpm.service import MemoryService
 from dcpm.store.models import Event, Item, Node, RawInput
 from dcpm.testing.scripted_llm import LLMServer, ScriptedLLM, one_fact_per_turn, supersede_first_candidate
 
-from .daemon import Daemon
+from .daemon import Daemon, settled
 
 USERS = {
     "ana": ["Ana drinks two espressos every morning", "Ana switched to green tea after her check-up",
@@ -86,18 +86,6 @@ def a_user_life(url: str, user: str, lines: list[str], seed: int, ledger: dict, 
                     if deleted.status_code == 200:
                         with lock:
                             ledger["raw_deleted"][user] += deleted.json()["raw_deleted"]
-
-
-def settled(url: str, users: list[str], timeout: float = 240) -> None:
-    """Wait until no turn is pending any more (the recovery loop drains the background adds)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        pending = sum(httpx.get(f"{url}/v1/users/{u}/items", params={"kind": "raw", "status": "pending"},
-                                timeout=30).json()["total"] for u in users)
-        if not pending:
-            return
-        time.sleep(1)
-    raise AssertionError(f"{pending} turn(s) still pending after {timeout}s")
 
 
 def test_concurrent_users_leave_a_consistent_store_index_and_chains(tmp_path):
