@@ -72,7 +72,8 @@ class ProcessParts:
                 return self.__dict__["index"]
             from dcpm.index import open_index, projection
 
-            index = open_index(self.settings, self.embedder.dim, self.embedder.sparse_uses_idf)
+            index = open_index(self.settings, self.embedder.dim, self.embedder.sparse_uses_idf,
+                               embedder=self.embedder.fingerprint())
             self.__dict__["index"] = index
             if self._repair:  # the start-up check: rows a crash left without vectors
                 repaired = projection.repair(self.db, index, self.embedder)
@@ -80,6 +81,17 @@ class ProcessParts:
                     log.warning("start-up check indexed %d rows whose vectors were missing", repaired)
                     self.maintenance.note_writes(repaired)
             return index
+
+    def index_to_rebuild(self) -> VectorIndex:
+        """The index for `reindex`: one still built for another embedder is replaced, not refused
+        (the one way out of that refusal; it is derived data, rebuilt from the store)."""
+        with self._opening:
+            if "index" not in self.__dict__:
+                from dcpm.index import open_index
+
+                self.__dict__["index"] = open_index(self.settings, self.embedder.dim, self.embedder.sparse_uses_idf,
+                                                    embedder=self.embedder.fingerprint(), replace=True)
+            return self.index
 
     @cached_property
     def maintenance(self) -> IndexMaintenance:

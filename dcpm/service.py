@@ -151,8 +151,9 @@ class MemoryService(ProcessParts):
             if progress:
                 progress(done, total)
 
-        written = projection.rebuild(self.db, self.index, self.embedder, advance)
-        self.index.optimize()
+        index = self.index_to_rebuild()
+        written = projection.rebuild(self.db, index, self.embedder, advance)
+        index.optimize()
         log.info("reindexed %d points in %.1fs", written, time.perf_counter() - started)
         return written
 

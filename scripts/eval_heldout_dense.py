@@ -15,13 +15,18 @@ What it measures
     Set beside eval_heldout.py's numbers, the gap is what the hybrid score's lexical half does to
     queries that share no word with their target.
 
+    --embedder names another encoder (a local model folder): its frozen columns only, since the
+    shipped adapter serves only the backbone it was trained on.
+
 Run
     . .venv/bin/activate
     python scripts/eval_heldout_dense.py          # about 3 minutes on 2 cores
+    python scripts/eval_heldout_dense.py --embedder /path/to/all-mpnet-base-v2
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 from collections import defaultdict
@@ -49,11 +54,17 @@ def best_piece_scores(queries: np.ndarray, piece_vectors: np.ndarray, owner: np.
 def main() -> int:
     from dcpm.adapter import SHIPPED_ADAPTER
     from dcpm.adapter.encoder import AssociativeQueryEncoder
-    from dcpm.config import Settings
+    from dcpm.adapter.manifest import mismatch, read_manifest
+    from dcpm.config import DEFAULT_EMBEDDER, Settings
     from dcpm.embedding import load_embedder
 
-    embedder = load_embedder(Settings(query_threads=2))
-    adapter = AssociativeQueryEncoder(embedder, SHIPPED_ADAPTER)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--embedder", default=DEFAULT_EMBEDDER, help="Settings.embedder (name or path)")
+    args = parser.parse_args()
+    embedder = load_embedder(Settings(query_threads=2, embedder=args.embedder))
+    fits = mismatch(read_manifest(SHIPPED_ADAPTER), embedder) is None
+    adapter = AssociativeQueryEncoder(embedder, SHIPPED_ADAPTER) if fits else None
+    encoders = ("frozen", "adapter") if fits else ("frozen",)
     samples = json.loads(heldout.DEFAULT_DATA.read_text(encoding="utf-8"))
     sets = heldout.load_heldout(heldout.HELDOUT, None)
     found: dict[tuple[str, str, str], list[float]] = defaultdict(list)
@@ -70,8 +81,8 @@ def main() -> int:
                   for qa in sample["qa"] if qa.get("category") in (1, 2, 3, 4)]
         locomo = [(question, evidence) for question, evidence in locomo if evidence]
         texts_asked = [q["text"] for q in asked] + [question for question, _ in locomo]
-        for encoder, vectors in (("frozen", embedder.dense_queries(texts_asked)),
-                                 ("adapter", adapter.dense_queries(texts_asked))):
+        for encoder in encoders:
+            vectors = (adapter if encoder == "adapter" else embedder).dense_queries(texts_asked)
             for scoring, scores in (("whole", vectors @ whole.T),
                                     ("sentence", best_piece_scores(vectors, piece_vectors, owner, len(turns)))):
                 top = np.argsort(-scores, axis=1)[:, :K]
@@ -81,10 +92,11 @@ def main() -> int:
                     hit = any(position[e] in top[row] for e in evidence)
                     found[("locomo 1-4", encoder, scoring)].append(float(hit))
         print(f"{sample['sample_id']}: {len(turns)} turns, {len(split)} pieces", flush=True)
-    print(f"\n| set | n | {' | '.join(f'{e} {s}' for e in ('frozen', 'adapter') for s in ('whole', 'sentence'))} |")
-    print("| --- | --- |" + " --- |" * 4)
+    columns = [(e, s) for e in encoders for s in ("whole", "sentence")]
+    print(f"\n| set | n | {' | '.join(f'{e} {s}' for e, s in columns)} |")
+    print("| --- | --- |" + " --- |" * len(columns))
     for name in ("cue", "indirect", "direct", "locomo 1-4"):
-        cells = [np.mean(found[(name, e, s)]) for e in ("frozen", "adapter") for s in ("whole", "sentence")]
+        cells = [np.mean(found[(name, e, s)]) for e, s in columns]
         print(f"| {name} | {len(found[(name, 'frozen', 'whole')])} | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
     return 0
 

@@ -12,18 +12,21 @@ from dcpm.index.base import Hit, IndexPoint, Scope, VectorIndex
 __all__ = ["Hit", "IndexPoint", "Scope", "VectorIndex", "open_index"]
 
 
-def open_index(settings: Settings, dim: int, sparse_uses_idf: bool) -> VectorIndex:
+def open_index(settings: Settings, dim: int, sparse_uses_idf: bool, *, embedder: str | None = None,
+               replace: bool = False) -> VectorIndex:
     """The backend `Settings.vector_backend` names: the embedded shard in the data directory
-    (one process), or an index every daemon shares (a Qdrant server, pgvector)."""
+    (one process), or an index every daemon shares (a Qdrant server, pgvector). One built for
+    another embedder (`embedder`: its weights fingerprint) is refused, or dropped if `replace`
+    (`dcpm reindex`, which then rebuilds it from the relational store: dcpm.index.identity)."""
     backend = settings.vector_backend
     if backend == "pgvector":
         from dcpm.index.pgvector import PgVectorIndex
 
-        return PgVectorIndex(settings, dim, sparse_uses_idf)
+        return PgVectorIndex(settings, dim, sparse_uses_idf, embedder=embedder, replace=replace)
     if backend == "qdrant":
         from dcpm.index.server import QdrantServerIndex
 
-        return QdrantServerIndex(settings, dim, sparse_uses_idf)
+        return QdrantServerIndex(settings, dim, sparse_uses_idf, embedder=embedder, replace=replace)
     from dcpm.index.edge import EdgeIndex
 
-    return EdgeIndex(settings, dim, sparse_uses_idf)
+    return EdgeIndex(settings, dim, sparse_uses_idf, embedder=embedder, replace=replace)

@@ -3,11 +3,11 @@
 qdrant-edge builds HNSW only when `optimize()` is called; the daemon's maintenance loop calls
 it after enough writes or when idle (see `dcpm.index.upkeep`).
 
-A deleted point stays in the shard's write-ahead log, segments and payload index (qdrant-edge
-0.9 offers no purge: its vacuum skips segments of fewer than 1000 vectors, and the WAL keeps
-old entries after flush and optimize), so `compact` rebuilds the shard from the surviving points in a sibling directory, swaps it in
-and removes the old files. A marker file records deletes not yet compacted, so a process that
-dies first leaves the work to the next one; `close` compacts what is pending.
+A deleted point stays in the shard's write-ahead log, segments and payload index (qdrant-edge 0.9
+offers no purge: its vacuum skips segments of fewer than 1000 vectors, and the WAL keeps old entries
+after flush and optimize), so `compact` rebuilds the shard from the surviving points in a sibling
+directory and swaps it in. A marker file records deletes not yet compacted, so a process that dies
+first leaves the work to the next one; `close` compacts what is pending.
 
 Searches share `_gate` and never see a shard closed under them; writes are serialised by
 `_write_lock`, and whoever closes or swaps the shard holds both.
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import threading
 import time
@@ -29,22 +30,10 @@ import qdrant_edge as qe
 
 from dcpm.config import Settings
 from dcpm.embedding.base import SparseVector
-from dcpm.errors import Conflict, StorageFull, is_disk_full
-from dcpm.index.base import (
-    DENSE,
-    SPARSE,
-    Condition,
-    Equals,
-    Hit,
-    IndexPoint,
-    NotEquals,
-    OneOf,
-    PendingPurge,
-    Scalar,
-    Scope,
-    SharedLock,
-    scope_conditions,
-)
+from dcpm.errors import StorageFull, is_disk_full
+from dcpm.index.base import DENSE, SPARSE, Hit, IndexPoint, PendingPurge, Scope, SharedLock
+from dcpm.index.edge_filter import match, scope_filter
+from dcpm.index.identity import IndexIdentity
 
 log = logging.getLogger("dcpm.index")
 SHARD_DIR = "vectors"
@@ -57,7 +46,10 @@ class EdgeIndex:
     backend = "qdrant-edge"
     idf_per_user = False  # BM25's IDF counts every point of the shard
 
-    def __init__(self, settings: Settings, dim: int, sparse_uses_idf: bool):
+    def __init__(self, settings: Settings, dim: int, sparse_uses_idf: bool, *, embedder: str | None = None,
+                 replace: bool = False):
+        """`replace`: an index built for another embedder is dropped, not refused (reindex only)."""
+        self.identity = IndexIdentity(dim, sparse_uses_idf, embedder)
         self.path = Path(settings.data_dir) / SHARD_DIR
         self.meta_path = Path(settings.data_dir) / META_FILE
         self.dim = dim
@@ -67,7 +59,7 @@ class EdgeIndex:
         self._write_lock = threading.Lock()
         self._gate = SharedLock()
         self._finish_swap()
-        self._check_meta()
+        self._check_meta(replace)
         self._shard = self._open()
         now = time.monotonic()
         self._pending = PendingPurge(now, now) if self.marker.exists() else None
@@ -76,20 +68,29 @@ class EdgeIndex:
         s = self.settings
         return qe.EdgeConfig(
             vectors={DENSE: qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine)},
-            sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf if self.sparse_uses_idf else None)},
+            sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(
+                modifier=qe.Modifier.Idf if self.sparse_uses_idf else None)},
             hnsw_config=qe.HnswIndexConfig(m=s.hnsw_m, ef_construct=s.hnsw_ef_construct,
                                            full_scan_threshold=s.hnsw_full_scan_threshold_kb, payload_m=s.hnsw_m),
         )
 
-    def _check_meta(self) -> None:
-        wanted = {"dim": self.dim, "sparse_idf": self.sparse_uses_idf}
-        if self.meta_path.exists() and (self.path.exists()):
-            found = json.loads(self.meta_path.read_text())
-            if {k: found.get(k) for k in wanted} != wanted:
-                raise Conflict(
-                    f"the vector index in {self.path} was built for another embedder ({found}); "
-                    "run `dcpm reindex` to rebuild it from the relational store"
-                )
+    def _check_meta(self, replace: bool) -> None:
+        if not (self.meta_path.exists() and self.path.exists()):
+            return
+        found = json.loads(self.meta_path.read_text())
+        if not self.identity.serves(found):
+            if not replace:
+                raise self.identity.refusal(f"the vector index in {self.path}", found)
+            shutil.rmtree(self.path)  # _open creates an empty one for this embedder
+            self.marker.unlink(missing_ok=True)  # deleted points went with it
+        elif self.identity.needs_recording(found):
+            self._write_meta()
+
+    def _write_meta(self) -> None:
+        """Whole or not at all: a crash mid-write must not leave a file that no start can read."""
+        partial = self.meta_path.with_name(self.meta_path.name + ".tmp")
+        partial.write_text(json.dumps(self.identity.record()))
+        os.replace(partial, self.meta_path)
 
     def _sibling(self, role: str) -> Path:
         return self.path.with_name(f"{SHARD_DIR}.{role}")
@@ -107,7 +108,7 @@ class EdgeIndex:
         if self.path.exists() and any(self.path.iterdir()):
             return qe.EdgeShard.load(str(self.path))
         shard = self._create(self.path)
-        self.meta_path.write_text(json.dumps({"dim": self.dim, "sparse_idf": self.sparse_uses_idf}))
+        self._write_meta()
         return shard
 
     def _create(self, path: Path) -> qe.EdgeShard:
@@ -169,7 +170,7 @@ class EdgeIndex:
         params = qe.SearchParams(hnsw_ef=self.settings.hnsw_ef,
                                  acorn=qe.AcornSearchParams(enable=self.settings.acorn))
         request = qe.QueryRequest(limit=limit, query=qe.Query.Nearest(query_vector, using=using),
-                                  filter=_filter(scope), with_payload=False, params=params)
+                                  filter=scope_filter(scope), with_payload=False, params=params)
         with self._gate.shared():
             points = self._shard.query(request)
         return [Hit(str(p.id), float(p.score)) for p in points]
@@ -199,7 +200,7 @@ class EdgeIndex:
         return {str(r.id) for r in records}
 
     def count(self, user_id: str | None = None) -> int:
-        flt = qe.Filter(must=[_match("user_id", user_id)]) if user_id else None
+        flt = qe.Filter(must=[match("user_id", user_id)]) if user_id else None
         with self._gate.shared():
             return int(self._shard.count(qe.CountRequest(filter=flt, exact=True)))
 
@@ -278,22 +279,3 @@ class EdgeIndex:
                 log.warning("vector index not flushed on close (disk full); its WAL replays at next start")
             self._shard.close()
 
-
-def _match(key: str, value: Scalar) -> qe.FieldCondition:
-    return qe.FieldCondition(key=key, match=qe.MatchValue(value))
-
-
-def _filter(scope: Scope) -> qe.Filter:
-    """Every condition must hold; a NotEquals is a `must_not` match, so a point without the key passes."""
-    conditions = scope_conditions(scope)
-    return qe.Filter(must=[_condition(c) for c in conditions if not isinstance(c, NotEquals)],
-                     must_not=[_condition(c) for c in conditions if isinstance(c, NotEquals)] or None)
-
-
-def _condition(condition: Condition) -> qe.FieldCondition:
-    """The positive match of a condition (a NotEquals matches the value that it excludes)."""
-    if isinstance(condition, (Equals, NotEquals)):
-        return _match(condition.key, condition.value)
-    if isinstance(condition, OneOf):
-        return qe.FieldCondition(key=condition.key, match=qe.MatchAny(list(condition.values)))
-    return qe.FieldCondition(key=condition.key, range=qe.RangeFloat(**{condition.op: condition.value}))

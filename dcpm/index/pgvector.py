@@ -37,13 +37,13 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
-from sqlalchemy.engine import make_url
 
 from dcpm.config import Settings
 from dcpm.embedding.base import SparseVector
-from dcpm.errors import Conflict, Invalid, Unavailable
+from dcpm.errors import Invalid, Unavailable
 from dcpm.index import pgvector_sql as q
 from dcpm.index.base import DENSE, Hit, IndexPoint, PendingPurge, Scope, scope_conditions
+from dcpm.index.identity import IndexIdentity
 from dcpm.index.pgvector_upkeep import build_user_graphs, drop_user_graphs
 
 log = logging.getLogger("dcpm.index")
@@ -52,29 +52,19 @@ CONNECT_SECONDS = 10.0
 MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
 
 
-def libpq_url(url: str) -> str:
-    """A store URL as libpq takes it: `postgresql+psycopg://...` loses its driver suffix."""
-    if not url:
-        raise Invalid("index_backend is pgvector but no PostgreSQL is named: set DCPM_PGVECTOR_URL or "
-                      "DCPM_DATABASE_URL")
-    parsed = make_url(url)
-    if parsed.get_backend_name() != "postgresql":
-        raise Invalid(f"the pgvector index needs a PostgreSQL URL, not {parsed.drivername}:// "
-                      "(set pgvector_url or database_url)")
-    return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
-
-
 class PgVectorIndex:
     backend = "pgvector"
     idf_per_user = True  # BM25's IDF counts the querying user's points (_lexical)
 
-    def __init__(self, settings: Settings, dim: int, sparse_uses_idf: bool):
+    def __init__(self, settings: Settings, dim: int, sparse_uses_idf: bool, *, embedder: str | None = None,
+                 replace: bool = False):
+        self.identity = IndexIdentity(dim, sparse_uses_idf, embedder)
         self.settings = settings
         self.dim = dim
         self.sparse_uses_idf = sparse_uses_idf
         self.t = q.Tables(settings.pgvector_table)
-        self.url = libpq_url(settings.pgvector_url or settings.database_url)
-        self._create()
+        self.url = q.libpq_url(settings.pgvector_url or settings.database_url)
+        self._create(replace)
         self._pool = ConnectionPool(self.url, min_size=1, max_size=POOL_SIZE, open=True, configure=register_vector,
                                     kwargs={"prepare_threshold": None}, check=ConnectionPool.check_connection,
                                     name=f"dcpm-{self.t.name}")
@@ -92,25 +82,34 @@ class PgVectorIndex:
         except psycopg.OperationalError as exc:
             raise Unavailable(f"cannot reach the pgvector index's PostgreSQL: {exc.sqlstate or 'no answer'}") from exc
 
-    def _create(self) -> None:
+    def _create(self, replace: bool) -> None:
         """Extension and tables, created once by whichever process comes first; an index built
-        for another embedder is refused, as the embedded shard refuses one."""
+        for another embedder is refused, as the embedded shard refuses one, or dropped (`replace`)."""
         with self._connect() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [self.t.name])
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-            had_users = conn.execute("SELECT to_regclass(%s) IS NOT NULL", [self.t.users_name]).fetchone()[0]
-            for statement in q.schema(self.t, self.dim):
+            self._tables(conn)
+            meta = sql.SQL("SELECT dim, sparse_idf, embedder FROM {}").format(self.t.meta)
+            row = conn.execute(meta).fetchone()
+            found = dict(zip(("dim", "sparse_idf", "embedder"), row)) if row else None
+            if found and replace and not self.identity.serves(found):
+                conn.execute(q.drop(self.t))
+                self._tables(conn)
+                found = None
+            if found is None or self.identity.needs_recording(found):
+                conn.execute(sql.SQL("DELETE FROM {}").format(self.t.meta))
+                conn.execute(sql.SQL("INSERT INTO {} (dim, sparse_idf, embedder) VALUES (%s, %s, %s)")
+                             .format(self.t.meta), [self.dim, self.sparse_uses_idf, self.identity.embedder])
+            elif not self.identity.serves(found):
+                raise self.identity.refusal(f"the pgvector index {self.t.name}", found)
+
+    def _tables(self, conn: psycopg.Connection) -> None:
+        had_users = conn.execute("SELECT to_regclass(%s) IS NOT NULL", [self.t.users_name]).fetchone()[0]
+        for statement in q.schema(self.t, self.dim):
+            conn.execute(statement)
+        if not had_users:  # an index from before the per-user counts: count once
+            for statement in q.backfill_users(self.t):
                 conn.execute(statement)
-            if not had_users:  # an index from before the per-user counts: count once
-                for statement in q.backfill_users(self.t):
-                    conn.execute(statement)
-            found = conn.execute(sql.SQL("SELECT dim, sparse_idf FROM {}").format(self.t.meta)).fetchone()
-            if found is None:
-                conn.execute(sql.SQL("INSERT INTO {} (dim, sparse_idf) VALUES (%s, %s)").format(self.t.meta),
-                             [self.dim, self.sparse_uses_idf])
-            elif tuple(found) != (self.dim, self.sparse_uses_idf):
-                raise Conflict(f"the pgvector index {self.t.name} was built for another embedder (dim {found[0]}, "
-                               f"sparse idf {found[1]}); run `dcpm reindex` to rebuild it from the relational store")
 
     # --- writes -----------------------------------------------------------------------------
     def upsert(self, points: Sequence[IndexPoint]) -> None:

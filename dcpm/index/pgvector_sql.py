@@ -9,7 +9,7 @@ Four tables per index name (`Settings.pgvector_table`, here T):
   keyed by user so that a lexical query and its document frequencies read one user's rows only;
 - T_users: each user's number of points, the N of BM25's IDF, kept by the writes themselves
   (see `count_users`) so that a lexical query reads one row instead of counting the user's points;
-- T_meta: the dimension and IDF flag the index was built for.
+- T_meta: the dimension, IDF flag and embedder the index was built for (dcpm.index.identity).
 
 These tables are derived data with a dimension that comes from the embedder, created at open
 (`CREATE ... IF NOT EXISTS` under an advisory lock, so daemons starting together do not race)
@@ -24,6 +24,7 @@ import re
 
 from psycopg import sql
 from psycopg.types.json import Jsonb
+from sqlalchemy.engine import make_url
 
 from dcpm.errors import Invalid
 from dcpm.index.base import Bound, Condition, Equals, NotEquals, OneOf
@@ -32,6 +33,18 @@ TABLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,39}$")  # leaves room for the suffi
 # Payload fields with a column of their own: (column, SQL type of the generated value).
 COLUMNS = {"user_id": "text", "kind": "text", "session_id": "text", "valid_from": "float8", "valid_to": "float8"}
 BOUND_OPS = {"gt": ">", "gte": ">=", "lte": "<="}
+
+
+def libpq_url(url: str) -> str:
+    """A store URL as libpq takes it: `postgresql+psycopg://...` loses its driver suffix."""
+    if not url:
+        raise Invalid("index_backend is pgvector but no PostgreSQL is named: set DCPM_PGVECTOR_URL or "
+                      "DCPM_DATABASE_URL")
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "postgresql":
+        raise Invalid(f"the pgvector index needs a PostgreSQL URL, not {parsed.drivername}:// "
+                      "(set pgvector_url or database_url)")
+    return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 class Tables:
@@ -43,7 +56,8 @@ class Tables:
         self.name = name
         self.points = sql.Identifier(name)
         self.terms = sql.Identifier(f"{name}_terms")
-        self.meta = sql.Identifier(f"{name}_meta")
+        self.meta_name = f"{name}_meta"
+        self.meta = sql.Identifier(self.meta_name)
         self.users_name = f"{name}_users"
         self.users = sql.Identifier(self.users_name)
         self.hnsw_prefix = f"{name}_hnsw_"
@@ -62,6 +76,7 @@ def schema(t: Tables, dim: int) -> list[sql.Composed]:
     return [
         sql.SQL("CREATE TABLE IF NOT EXISTS {} (dim integer NOT NULL, sparse_idf boolean NOT NULL, "
                 "one boolean PRIMARY KEY DEFAULT true CHECK (one))").format(t.meta),
+        sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS embedder text").format(t.meta),  # since 0.x: NULL before
         sql.SQL("CREATE TABLE IF NOT EXISTS {} (id text PRIMARY KEY, payload jsonb NOT NULL, "
                 "dense vector({}) NOT NULL, {})").format(t.points, sql.Literal(dim), generated),
         sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id, kind)").format(
@@ -74,6 +89,11 @@ def schema(t: Tables, dim: int) -> list[sql.Composed]:
         sql.SQL("CREATE TABLE IF NOT EXISTS {} (user_id text PRIMARY KEY, points bigint NOT NULL)")
         .format(t.users),
     ]
+
+
+def drop(t: Tables) -> sql.Composed:
+    """Every table of the index (their indexes, the per-user graphs among them, go with them)."""
+    return sql.SQL("DROP TABLE IF EXISTS {}, {}, {}, {}").format(t.terms, t.points, t.users, t.meta)
 
 
 def backfill_users(t: Tables) -> list[sql.Composed]:

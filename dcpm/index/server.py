@@ -24,7 +24,7 @@ from qdrant_client import models as qm
 
 from dcpm.config import Settings
 from dcpm.embedding.base import SparseVector
-from dcpm.errors import Conflict, Invalid
+from dcpm.errors import Invalid
 from dcpm.index.base import (
     DENSE,
     SPARSE,
@@ -39,6 +39,7 @@ from dcpm.index.base import (
     Scope,
     scope_conditions,
 )
+from dcpm.index.identity import IndexIdentity
 
 
 def _client(settings: Settings) -> Any:
@@ -96,27 +97,42 @@ class QdrantServerIndex:
     backend = "qdrant-server"
     idf_per_user = False  # BM25's IDF counts every point of the collection
 
-    def __init__(self, settings: Settings, dim: int, sparse_uses_idf: bool):
+    def __init__(self, settings: Settings, dim: int, sparse_uses_idf: bool, *, embedder: str | None = None,
+                 replace: bool = False):
+        self.identity = IndexIdentity(dim, sparse_uses_idf, embedder)
         self.settings = settings
         self.collection = settings.qdrant_collection
         self.dim = dim
         self.sparse_uses_idf = sparse_uses_idf
         self._client = _client(settings)
-        if not self._client.collection_exists(self.collection):
-            self._create()
-        self._check_dim()
+        try:
+            if not self._client.collection_exists(self.collection):
+                self._create()
+            self._check_identity(replace)
+        except BaseException:  # a refused index lets go of its client (local mode locks the folder)
+            self._client.close()
+            raise
 
-    def _check_dim(self) -> None:
-        vectors = self._client.get_collection(self.collection).config.params.vectors
-        found = vectors.get(DENSE) if isinstance(vectors, dict) else None
-        if found is None or found.size != self.dim:
-            raise Conflict(f"the Qdrant collection {self.collection} was built for another embedder; "
-                           "run `dcpm reindex` to rebuild it from the relational store")
+    def _check_identity(self, replace: bool) -> None:
+        """dcpm.index.identity, from the collection's vector parameters and its metadata."""
+        config = self._client.get_collection(self.collection).config
+        dense = config.params.vectors.get(DENSE) if isinstance(config.params.vectors, dict) else None
+        sparse = (config.params.sparse_vectors or {}).get(SPARSE)
+        found = {"dim": dense.size if dense else None, "embedder": (config.metadata or {}).get("embedder"),
+                 "sparse_idf": sparse is not None and sparse.modifier == qm.Modifier.IDF}
+        if not self.identity.serves(found):
+            if not replace:
+                raise self.identity.refusal(f"the Qdrant collection {self.collection}", found)
+            self._client.delete_collection(self.collection)
+            self._create()
+        elif self.identity.needs_recording(found):
+            self._client.update_collection(self.collection, metadata={"embedder": self.identity.embedder})
 
     def _create(self) -> None:
         try:
-            self._client.create_collection(self.collection,
-                                           **collection_layout(self.settings, self.dim, self.sparse_uses_idf))
+            layout = collection_layout(self.settings, self.dim, self.sparse_uses_idf)
+            recorded = {"embedder": self.identity.embedder} if self.identity.embedder else None
+            self._client.create_collection(self.collection, **layout, metadata=recorded)
         except Exception:  # a daemon starting at the same moment created it first
             if not self._client.collection_exists(self.collection):
                 raise

@@ -1,0 +1,50 @@
+"""What a vector index was built for: the embedder's dimension, whether its sparse weights take
+IDF, and which weights made its vectors.
+
+Two models of one dimension (all-MiniLM-L6-v2 and bge-small-en, both 384) make vectors that fit
+the same index and mean nothing to each other: searching one with the other's queries returns
+noise with no error. So each backend records the embedder's weights fingerprint beside the
+dimension, refuses to serve another embedder, and lets only `dcpm reindex` replace such an index
+(the relational store holds every text, so nothing is lost). An index recorded before the
+fingerprint was kept is judged by dimension and IDF flag, and gets the fingerprint written."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dcpm.errors import Conflict
+
+
+@dataclass(frozen=True)
+class IndexIdentity:
+    dim: int
+    sparse_idf: bool
+    embedder: str | None = None  # the weights fingerprint; None: not known to the caller (tools, benches)
+
+    def record(self) -> dict[str, Any]:
+        return {"dim": self.dim, "sparse_idf": self.sparse_idf, "embedder": self.embedder}
+
+    def serves(self, found: Mapping[str, Any]) -> bool:
+        """Whether an index recorded as `found` holds vectors of this embedder."""
+        if found.get("dim") != self.dim or found.get("sparse_idf") != self.sparse_idf:
+            return False
+        recorded = found.get("embedder")
+        return recorded is None or self.embedder is None or recorded == self.embedder
+
+    def needs_recording(self, found: Mapping[str, Any]) -> bool:
+        """An index from before the fingerprint was kept, now opened by a caller that knows it."""
+        return self.embedder is not None and found.get("embedder") is None
+
+    def refusal(self, where: str, found: Mapping[str, Any]) -> Conflict:
+        return Conflict(f"{where} was built for another embedder ({_describe(found)}; this one is "
+                        f"{_describe(self.record())}); run `dcpm reindex` to rebuild it from the relational "
+                        "store with this embedder, or set the embedder it was built with")
+
+
+def _describe(layout: Mapping[str, Any]) -> str:
+    words = [f"dim {layout.get('dim')}", f"sparse idf {layout.get('sparse_idf')}"]
+    if layout.get("embedder"):
+        words.append(f"weights {layout['embedder']}")
+    return ", ".join(words)
