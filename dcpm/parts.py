@@ -70,10 +70,9 @@ class ProcessParts:
         with self._opening:
             if "index" in self.__dict__:
                 return self.__dict__["index"]
-            from dcpm.index import open_index, projection
+            from dcpm.index import projection
 
-            index = open_index(self.settings, self.embedder.dim, self.embedder.sparse_uses_idf,
-                               embedder=self.embedder.fingerprint())
+            index = self._open_index(replace=False)
             self.__dict__["index"] = index
             if self._repair:  # the start-up check: rows a crash left without vectors
                 repaired = projection.repair(self.db, index, self.embedder)
@@ -87,11 +86,14 @@ class ProcessParts:
         (the one way out of that refusal; it is derived data, rebuilt from the store)."""
         with self._opening:
             if "index" not in self.__dict__:
-                from dcpm.index import open_index
-
-                self.__dict__["index"] = open_index(self.settings, self.embedder.dim, self.embedder.sparse_uses_idf,
-                                                    embedder=self.embedder.fingerprint(), replace=True)
+                self.__dict__["index"] = self._open_index(replace=True)
             return self.index
+
+    def _open_index(self, replace: bool) -> VectorIndex:
+        from dcpm.index import open_index
+
+        return open_index(self.settings, self.embedder.dim, self.embedder.sparse_uses_idf,
+                          embedder=self.embedder.fingerprint(), replace=replace)
 
     @cached_property
     def maintenance(self) -> IndexMaintenance:

@@ -75,15 +75,15 @@ class EdgeIndex:
         )
 
     def _check_meta(self, replace: bool) -> None:
+        """dcpm.index.identity; a new shard's record is written when `_open` creates it."""
         if not (self.meta_path.exists() and self.path.exists()):
             return
-        found = json.loads(self.meta_path.read_text())
-        if not self.identity.serves(found):
-            if not replace:
-                raise self.identity.refusal(f"the vector index in {self.path}", found)
+        action = self.identity.settle(f"the vector index in {self.path}", json.loads(self.meta_path.read_text()),
+                                      replace)
+        if action == "replace":
             shutil.rmtree(self.path)  # _open creates an empty one for this embedder
             self.marker.unlink(missing_ok=True)  # deleted points went with it
-        elif self.identity.needs_recording(found):
+        elif action == "record":
             self._write_meta()
 
     def _write_meta(self) -> None:

@@ -33,9 +33,18 @@ class IndexIdentity:
         recorded = found.get("embedder")
         return recorded is None or self.embedder is None or recorded == self.embedder
 
-    def needs_recording(self, found: Mapping[str, Any]) -> bool:
-        """An index from before the fingerprint was kept, now opened by a caller that knows it."""
-        return self.embedder is not None and found.get("embedder") is None
+    def settle(self, where: str, found: Mapping[str, Any] | None, replace: bool) -> str:
+        """What opening an index recorded as `found` (None: a new one) must do, the one decision
+        every backend takes: "keep" it; "record" this embedder in it (new, or from before the
+        fingerprint was kept); "replace" it (another embedder's, and the caller is `reindex`).
+        Another embedder's index, otherwise, is refused."""
+        if found is None:
+            return "record"
+        if not self.serves(found):
+            if not replace:
+                raise self.refusal(where, found)
+            return "replace"
+        return "record" if self.embedder is not None and found.get("embedder") is None else "keep"
 
     def refusal(self, where: str, found: Mapping[str, Any]) -> Conflict:
         return Conflict(f"{where} was built for another embedder ({_describe(found)}; this one is "

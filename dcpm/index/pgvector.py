@@ -92,16 +92,14 @@ class PgVectorIndex:
             meta = sql.SQL("SELECT dim, sparse_idf, embedder FROM {}").format(self.t.meta)
             row = conn.execute(meta).fetchone()
             found = dict(zip(("dim", "sparse_idf", "embedder"), row)) if row else None
-            if found and replace and not self.identity.serves(found):
+            action = self.identity.settle(f"the pgvector index {self.t.name}", found, replace)
+            if action == "replace":
                 conn.execute(q.drop(self.t))
                 self._tables(conn)
-                found = None
-            if found is None or self.identity.needs_recording(found):
+            if action != "keep":
                 conn.execute(sql.SQL("DELETE FROM {}").format(self.t.meta))
                 conn.execute(sql.SQL("INSERT INTO {} (dim, sparse_idf, embedder) VALUES (%s, %s, %s)")
                              .format(self.t.meta), [self.dim, self.sparse_uses_idf, self.identity.embedder])
-            elif not self.identity.serves(found):
-                raise self.identity.refusal(f"the pgvector index {self.t.name}", found)
 
     def _tables(self, conn: psycopg.Connection) -> None:
         had_users = conn.execute("SELECT to_regclass(%s) IS NOT NULL", [self.t.users_name]).fetchone()[0]

@@ -120,12 +120,11 @@ class QdrantServerIndex:
         sparse = (config.params.sparse_vectors or {}).get(SPARSE)
         found = {"dim": dense.size if dense else None, "embedder": (config.metadata or {}).get("embedder"),
                  "sparse_idf": sparse is not None and sparse.modifier == qm.Modifier.IDF}
-        if not self.identity.serves(found):
-            if not replace:
-                raise self.identity.refusal(f"the Qdrant collection {self.collection}", found)
+        action = self.identity.settle(f"the Qdrant collection {self.collection}", found, replace)
+        if action == "replace":
             self._client.delete_collection(self.collection)
             self._create()
-        elif self.identity.needs_recording(found):
+        elif action == "record":
             self._client.update_collection(self.collection, metadata={"embedder": self.identity.embedder})
 
     def _create(self) -> None:

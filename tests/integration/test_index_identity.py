@@ -70,11 +70,7 @@ def forget_the_fingerprint(svc: MemoryService) -> None:
     elif svc.settings.vector_backend == "qdrant":
         index._client.update_collection(index.collection, metadata={"embedder": None})
     else:
-        index.meta_path.write_text(json.dumps({"dim": embedder_dim(svc), "sparse_idf": True}))
-
-
-def embedder_dim(svc: MemoryService) -> int:
-    return svc.embedder.dim
+        index.meta_path.write_text(json.dumps({"dim": svc.embedder.dim, "sparse_idf": True}))
 
 
 def recorded_fingerprint(svc: MemoryService) -> str | None:
