@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from dcpm.embedding.base import AdaptableEmbedder
+from dcpm.embedding.fingerprint import same_weights
 from dcpm.errors import Invalid
 
 MANIFEST_FILE = "dcpm_adapter.json"
@@ -84,7 +85,7 @@ def write_manifest(directory: Path, manifest: AdapterManifest) -> Path:
 def mismatch(manifest: AdapterManifest, embedder: AdaptableEmbedder) -> str | None:
     """Why the adapter cannot serve on this embedder, or None when it can."""
     have, need = backbone_of(embedder), manifest.backbone
-    if have.fingerprint != need.fingerprint:
+    if not same_weights(need.fingerprint, have.fingerprint):
         return (f"adapter {manifest.name!r} was trained for backbone {need.name} (weights {need.fingerprint}), "
                 f"but the embedder is {have.name} (weights {have.fingerprint})")
     if have.pooling != need.pooling or have.query_instruction != need.query_instruction:

@@ -9,7 +9,7 @@ import numpy as np
 from dcpm.config import Settings
 from dcpm.embedding.base import Encoded, SparseVector
 from dcpm.embedding.device import resolve_device
-from dcpm.embedding.flag_dense import weights_fingerprint
+from dcpm.embedding.fingerprint import weights_fingerprint
 from dcpm.embedding.threads import for_batch
 from dcpm.errors import Unavailable
 

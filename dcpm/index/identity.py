@@ -6,7 +6,9 @@ the same index and mean nothing to each other: searching one with the other's qu
 noise with no error. So each backend records the embedder's weights fingerprint beside the
 dimension, refuses to serve another embedder, and lets only `dcpm reindex` replace such an index
 (the relational store holds every text, so nothing is lost). An index recorded before the
-fingerprint was kept is judged by dimension and IDF flag, and gets the fingerprint written."""
+fingerprint was kept is judged by dimension and IDF flag, and gets the fingerprint written; one
+recorded in the fingerprint's first form is judged by that form and gets the full one
+(`dcpm.embedding.fingerprint`)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dcpm.embedding.fingerprint import same_weights
 from dcpm.errors import Conflict
 
 
@@ -31,20 +34,20 @@ class IndexIdentity:
         if found.get("dim") != self.dim or found.get("sparse_idf") != self.sparse_idf:
             return False
         recorded = found.get("embedder")
-        return recorded is None or self.embedder is None or recorded == self.embedder
+        return recorded is None or self.embedder is None or same_weights(recorded, self.embedder)
 
     def settle(self, where: str, found: Mapping[str, Any] | None, replace: bool) -> str:
         """What opening an index recorded as `found` (None: a new one) must do, the one decision
-        every backend takes: "keep" it; "record" this embedder in it (new, or from before the
-        fingerprint was kept); "replace" it (another embedder's, and the caller is `reindex`).
-        Another embedder's index, otherwise, is refused."""
+        every backend takes: "keep" it; "record" this embedder in it (new, from before the
+        fingerprint was kept, or kept in its first form); "replace" it (another embedder's, and
+        the caller is `reindex`). Another embedder's index, otherwise, is refused."""
         if found is None:
             return "record"
         if not self.serves(found):
             if not replace:
                 raise self.refusal(where, found)
             return "replace"
-        return "record" if self.embedder is not None and found.get("embedder") is None else "keep"
+        return "record" if self.embedder is not None and found.get("embedder") != self.embedder else "keep"
 
     def refusal(self, where: str, found: Mapping[str, Any]) -> Conflict:
         return Conflict(f"{where} was built for another embedder ({_describe(found)}; this one is "

@@ -1,6 +1,6 @@
 """An index knows which model made its vectors: another model of the same dimension is refused
 until `reindex` rebuilds it, on every backend; an index from before the fingerprint was kept
-goes on serving and gets it recorded."""
+goes on serving and gets it recorded, in full."""
 
 from __future__ import annotations
 
@@ -61,16 +61,20 @@ def test_a_model_of_the_same_dimension_is_refused_until_reindex_rebuilds_the_ind
         MemoryService(settings, embedder=embedder)
 
 
-def forget_the_fingerprint(svc: MemoryService) -> None:
-    """Make the index look as one written before the fingerprint was recorded."""
+def record_as_before(svc: MemoryService, fingerprint: str | None) -> None:
+    """Make the index look as one written before the fingerprint was recorded (None), or before
+    it took its full form (a first-form fingerprint)."""
     index = svc.index
     if svc.settings.vector_backend == "pgvector":
         with index._connect(autocommit=True) as conn:
-            conn.execute(f"ALTER TABLE {index.t.meta_name} DROP COLUMN embedder")
+            if fingerprint is None:
+                conn.execute(f"ALTER TABLE {index.t.meta_name} DROP COLUMN embedder")
+            else:
+                conn.execute(f"UPDATE {index.t.meta_name} SET embedder = %s", (fingerprint,))
     elif svc.settings.vector_backend == "qdrant":
-        index._client.update_collection(index.collection, metadata={"embedder": None})
+        index._client.update_collection(index.collection, metadata={"embedder": fingerprint})
     else:
-        index.meta_path.write_text(json.dumps({"dim": svc.embedder.dim, "sparse_idf": True}))
+        index.meta_path.write_text(json.dumps({"dim": svc.embedder.dim, "sparse_idf": True, "embedder": fingerprint}))
 
 
 def recorded_fingerprint(svc: MemoryService) -> str | None:
@@ -83,14 +87,17 @@ def recorded_fingerprint(svc: MemoryService) -> str | None:
     return json.loads(index.meta_path.read_text()).get("embedder")
 
 
+@pytest.mark.parametrize("recorded", ["nothing", "first form"])
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_an_index_from_before_the_fingerprint_keeps_serving_and_records_it(backend, tmp_path, embedder, request):
+def test_an_index_from_before_the_fingerprint_keeps_serving_and_records_it(backend, recorded, tmp_path, embedder,
+                                                                           request):
     settings = backend_settings(backend, tmp_path / "data", request)
     svc = MemoryService(settings, embedder=embedder)
     svc.import_turns("ana", list(ANA_TURNS))
     before = answers(svc)
-    forget_the_fingerprint(svc)
-    assert recorded_fingerprint(svc) is None
+    old = None if recorded == "nothing" else embedder.fingerprint().split(".")[0]
+    record_as_before(svc, old)
+    assert recorded_fingerprint(svc) == old
     svc.close()
 
     svc = MemoryService(settings, embedder=embedder)  # no reindex asked for, none needed
