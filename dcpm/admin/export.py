@@ -9,7 +9,7 @@ store in use. Vectors are not exported but rebuilt from the rows on restore (der
 
 The checksum only detects damage: anyone can edit their export. So a restore loads nothing
 but the manifest user's own rows, refuses rows that point at another user's chain, request or
-rows, and reports any row it cannot load as Invalid.
+rows or that reuse another user's memory id, and reports any row it cannot load as Invalid.
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ TABLES = [("user", User), ("raw_input", RawInput), ("item", Item), ("item_revisi
           ("event", Event), ("node", Node), ("evidence", Evidence), ("edge", Edge), ("consent", Consent),
           ("consolidation_run", ConsolidationRun), ("cluster_done", ClusterDone)]
 CHAIN_POINTERS = ("supersedes_id", "superseded_by_id")
+MEMORY_TABLES = {"raw_input": RawInput, "item": Item, "node": Node}  # one id space (dcpm.inspection)
+ID_BATCH = 500  # ids per IN (...) query
 
 
 def _rows_of(session, model, user_id: str) -> list:  # type: ignore[no-untyped-def]
@@ -183,6 +185,22 @@ def _refuse_shared_keys(session: Session, user_id: str, rows: list[tuple[str, di
                               .limit(1)))
     if used is not None:
         raise Invalid("the export reuses a request id of another user of this store; nothing was loaded")
+    _refuse_taken_memory_ids(session, rows)
+
+
+def _refuse_taken_memory_ids(session: Session, rows: list[tuple[str, dict]]) -> None:
+    """Raw turns, items and nodes share one id space (a memory id names one of them, and its
+    vector point): an id that names another user's memory in any of the three tables, or two
+    kinds of the export at once, would take over that memory's vector and make it unreadable."""
+    ids = [row.get("id") for name, row in rows if name in MEMORY_TABLES]
+    if len(set(ids)) != len(ids):
+        raise Invalid("the export gives two of its memories one id; nothing was loaded")
+    for start in range(0, len(ids), ID_BATCH):
+        batch = ids[start:start + ID_BATCH]
+        for model in MEMORY_TABLES.values():
+            if session.scalar(select(model.id).where(model.id.in_(batch)).limit(1)) is not None:
+                raise Invalid("the export holds a memory id that names another user's memory in this store; "
+                              "nothing was loaded")
 
 
 def _load(session: Session, rows: list[tuple[str, dict]]) -> None:

@@ -51,7 +51,7 @@ class Tables:
     """The identifiers of one index's tables and indexes."""
 
     def __init__(self, name: str):
-        if not TABLE_NAME.match(name):
+        if not TABLE_NAME.fullmatch(name):
             raise Invalid(f"pgvector_table {name!r} must be a lower-case SQL name of at most 40 characters")
         self.name = name
         self.points = sql.Identifier(name)

@@ -288,3 +288,13 @@ def test_metrics_count_failed_inputs_when_scraped(api, service):
 
 def test_an_open_daemon_answers_as_the_admin(service):
     assert authenticate(None, service.settings, service.db) == ADMIN
+
+
+@pytest.mark.parametrize("user_id", ["bob\n", "bob\r\n", "bob\t"])
+def test_a_trailing_control_character_does_not_make_another_user(api, service, user_id):
+    """"bob\\n" would list as "bob", miss bob's delete and get a key of its own."""
+    remember(service, user="bob")
+    added = api.post("/v1/memories", json={"user_id": user_id, "text": BEES, "infer": False})
+    assert added.status_code == 422 and "user_id" in added.json()["message"]
+    assert api.post("/v1/admin/keys", json={"user_id": user_id}).status_code == 422
+    assert [u.id for u in service.users()] == ["bob"]

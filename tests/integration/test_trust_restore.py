@@ -143,3 +143,27 @@ def test_an_export_taken_while_the_store_changes_is_one_snapshot(service, settin
         assert other.list_memories("ana", kind="items").total == 3
     finally:
         other.close()
+
+
+@pytest.mark.parametrize("kind", ["raw_input", "item", "node"])
+def test_a_restore_cannot_take_over_another_users_memory_id(service, tmp_path, kind):
+    """Raw turns, items and nodes share one id space and one vector point per id: an edited
+    export whose row reuses bob's raw turn id would make bob's memory unreadable and undeletable."""
+    ana_and_bob(service)
+    bob_turn = service.list_memories("bob", kind="raw").items[0]
+    path = tmp_path / "ana.jsonl"
+    service.export_user("ana", path)
+    service.delete_user("ana")
+    records = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    ana_id = next(r["row"]["id"] for r in records if r["type"] == kind)
+
+    def reuse(record_kind, row):  # type: ignore[no-untyped-def]
+        row.update({key: bob_turn.id for key, value in row.items() if value == ana_id})  # and what points at it
+
+    rewritten(path, reuse)
+    with pytest.raises(Invalid, match="another user's memory"):
+        service.restore(path)
+    assert [u.id for u in service.users()] == ["bob"]
+    assert service.get(bob_turn.id).text == bob_turn.text
+    hits = service.search(SearchRequest(user_id="bob", query=bob_turn.text, threshold=0)).hits
+    assert hits and hits[0].id == bob_turn.id
