@@ -22,6 +22,7 @@ import shutil
 import threading
 import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ import qdrant_edge as qe
 from dcpm.config import Settings
 from dcpm.embedding.base import SparseVector
 from dcpm.errors import StorageFull, is_disk_full
+from dcpm.index import user_idf
 from dcpm.index.base import DENSE, SPARSE, Hit, IndexPoint, PendingPurge, Scope, SharedLock
 from dcpm.index.edge_filter import match, scope_filter
 from dcpm.index.identity import IndexIdentity
@@ -44,7 +46,6 @@ COPY_BATCH = 512  # points per scroll page when compaction copies the survivors
 
 class EdgeIndex:
     backend = "qdrant-edge"
-    idf_per_user = False  # BM25's IDF counts every point of the shard
 
     def __init__(self, settings: Settings, dim: int, sparse_uses_idf: bool, *, embedder: str | None = None,
                  replace: bool = False):
@@ -56,6 +57,7 @@ class EdgeIndex:
         self.sparse_uses_idf = sparse_uses_idf
         self.settings = settings
         self.marker = Path(settings.data_dir) / PURGE_MARKER
+        self.idf_per_user = user_idf.per_user(None, sparse_uses_idf)  # _check_meta: an older shard may not
         self._write_lock = threading.Lock()
         self._gate = SharedLock()
         self._finish_swap()
@@ -69,7 +71,7 @@ class EdgeIndex:
         return qe.EdgeConfig(
             vectors={DENSE: qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine)},
             sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(
-                modifier=qe.Modifier.Idf if self.sparse_uses_idf else None)},
+                modifier=qe.Modifier.Idf if self.sparse_uses_idf and not self.idf_per_user else None)},
             hnsw_config=qe.HnswIndexConfig(m=s.hnsw_m, ef_construct=s.hnsw_ef_construct,
                                            full_scan_threshold=s.hnsw_full_scan_threshold_kb, payload_m=s.hnsw_m),
         )
@@ -78,8 +80,10 @@ class EdgeIndex:
         """dcpm.index.identity; a new shard's record is written when `_open` creates it."""
         if not (self.meta_path.exists() and self.path.exists()):
             return
-        action = self.identity.settle(f"the vector index in {self.path}", json.loads(self.meta_path.read_text()),
-                                      replace)
+        found = json.loads(self.meta_path.read_text())
+        action = self.identity.settle(f"the vector index in {self.path}", found, replace)
+        if action != "replace":
+            self.idf_per_user = user_idf.per_user(found, self.sparse_uses_idf, f"the vector index in {self.path}")
         if action == "replace":
             shutil.rmtree(self.path)  # _open creates an empty one for this embedder
             self.marker.unlink(missing_ok=True)  # deleted points went with it
@@ -89,7 +93,7 @@ class EdgeIndex:
     def _write_meta(self) -> None:
         """Whole or not at all: a crash mid-write must not leave a file that no start can read."""
         partial = self.meta_path.with_name(self.meta_path.name + ".tmp")
-        partial.write_text(json.dumps(self.identity.record()))
+        partial.write_text(json.dumps(user_idf.record(self.identity.record(), self.idf_per_user)))
         os.replace(partial, self.meta_path)
 
     def _sibling(self, role: str) -> Path:
@@ -119,6 +123,8 @@ class EdgeIndex:
         shard.update(qe.UpdateOperation.create_field_index("session_id", qe.PayloadSchemaType.Keyword))
         shard.update(qe.UpdateOperation.create_field_index("valid_from", qe.PayloadSchemaType.Float))
         shard.update(qe.UpdateOperation.create_field_index("valid_to", qe.PayloadSchemaType.Float))
+        if self.idf_per_user:
+            shard.update(qe.UpdateOperation.create_field_index(user_idf.TERMS, qe.PayloadSchemaType.Integer))
         return shard
 
     def _changed(self, deleted: bool = False) -> None:
@@ -135,7 +141,7 @@ class EdgeIndex:
             return
         edge_points = [
             qe.Point(p.id, {DENSE: p.dense.tolist(), SPARSE: qe.SparseVector(p.sparse.indices, p.sparse.values)},
-                     p.payload)
+                     user_idf.with_terms(p.payload, p.sparse) if self.idf_per_user else p.payload)
             for p in points
         ]
         with self._write_lock:
@@ -164,6 +170,8 @@ class EdgeIndex:
         if isinstance(vector, SparseVector):
             if not vector.indices:
                 return []
+            if self.idf_per_user:
+                vector = user_idf.weighted(vector, self.count(scope.user_id), partial(self._holding, scope.user_id))
             query_vector: Any = qe.SparseVector(vector.indices, vector.values)
         else:
             query_vector = vector.tolist()
@@ -204,6 +212,11 @@ class EdgeIndex:
         with self._gate.shared():
             return int(self._shard.count(qe.CountRequest(filter=flt, exact=True)))
 
+    def _holding(self, user_id: str, term: int) -> int:
+        flt = qe.Filter(must=[match("user_id", user_id), match(user_idf.TERMS, term)])
+        with self._gate.shared():
+            return int(self._shard.count(qe.CountRequest(filter=flt, exact=True)))
+
     def optimize(self) -> bool:
         with self._write_lock:
             return bool(self._shard.optimize())
@@ -213,6 +226,7 @@ class EdgeIndex:
             self._shard.close()
             shutil.rmtree(self.path, ignore_errors=True)
             self.meta_path.unlink(missing_ok=True)
+            self.idf_per_user = user_idf.per_user(None, self.sparse_uses_idf)  # a new shard counts it per user
             self._shard = self._open()
             self.marker.unlink(missing_ok=True)  # nothing deleted is left in an empty shard
             self._pending = None

@@ -16,6 +16,7 @@ and replicas spread over a cluster's nodes.
 from __future__ import annotations
 
 import threading
+from functools import partial
 from typing import Any, Sequence
 
 import numpy as np
@@ -25,6 +26,7 @@ from qdrant_client import models as qm
 from dcpm.config import Settings
 from dcpm.embedding.base import SparseVector
 from dcpm.errors import Invalid
+from dcpm.index import user_idf
 from dcpm.index.base import (
     DENSE,
     SPARSE,
@@ -75,7 +77,7 @@ class _OneCallAtATime:
 TENANT_INDEX = qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True)
 
 
-def collection_layout(s: Settings, dim: int, sparse_uses_idf: bool) -> dict[str, Any]:
+def collection_layout(s: Settings, dim: int, idf_modifier: bool) -> dict[str, Any]:
     """The parameters of a new collection (see the module docstring): DCPM 3.1 m / ef_construct
     for the per-user graphs only, storage and placement from the settings."""
     on_disk = s.qdrant_on_disk or None
@@ -84,7 +86,7 @@ def collection_layout(s: Settings, dim: int, sparse_uses_idf: bool) -> dict[str,
     return {
         "vectors_config": {DENSE: qm.VectorParams(size=dim, distance=qm.Distance.COSINE, on_disk=on_disk)},
         "sparse_vectors_config": {SPARSE: qm.SparseVectorParams(index=qm.SparseIndexParams(on_disk=on_disk),
-                                                                modifier=qm.Modifier.IDF if sparse_uses_idf else None)},
+                                                                modifier=qm.Modifier.IDF if idf_modifier else None)},
         "hnsw_config": qm.HnswConfigDiff(m=0, payload_m=s.hnsw_m, ef_construct=s.hnsw_ef_construct, on_disk=on_disk),
         "quantization_config": quantization,
         "on_disk_payload": on_disk,
@@ -95,7 +97,6 @@ def collection_layout(s: Settings, dim: int, sparse_uses_idf: bool) -> dict[str,
 
 class QdrantServerIndex:
     backend = "qdrant-server"
-    idf_per_user = False  # BM25's IDF counts every point of the collection
 
     def __init__(self, settings: Settings, dim: int, sparse_uses_idf: bool, *, embedder: str | None = None,
                  replace: bool = False):
@@ -104,6 +105,7 @@ class QdrantServerIndex:
         self.collection = settings.qdrant_collection
         self.dim = dim
         self.sparse_uses_idf = sparse_uses_idf
+        self.idf_per_user = user_idf.per_user(None, sparse_uses_idf)  # _check_identity: an older one may not
         self._client = _client(settings)
         try:
             if not self._client.collection_exists(self.collection):
@@ -118,9 +120,14 @@ class QdrantServerIndex:
         config = self._client.get_collection(self.collection).config
         dense = config.params.vectors.get(DENSE) if isinstance(config.params.vectors, dict) else None
         sparse = (config.params.sparse_vectors or {}).get(SPARSE)
-        found = {"dim": dense.size if dense else None, "embedder": (config.metadata or {}).get("embedder"),
-                 "sparse_idf": sparse is not None and sparse.modifier == qm.Modifier.IDF}
-        action = self.identity.settle(f"the Qdrant collection {self.collection}", found, replace)
+        metadata = config.metadata or {}
+        found = {"dim": dense.size if dense else None, "embedder": metadata.get("embedder"),
+                 user_idf.RECORD_KEY: metadata.get(user_idf.RECORD_KEY),
+                 "sparse_idf": sparse is not None and (sparse.modifier == qm.Modifier.IDF
+                                                       or metadata.get(user_idf.RECORD_KEY) == user_idf.PER_USER)}
+        where = f"the Qdrant collection {self.collection}"
+        action = self.identity.settle(where, found, replace)
+        self.idf_per_user = action == "replace" or user_idf.per_user(found, self.sparse_uses_idf, where)
         if action == "replace":
             self._client.delete_collection(self.collection)
             self._create()
@@ -129,9 +136,10 @@ class QdrantServerIndex:
 
     def _create(self) -> None:
         try:
-            layout = collection_layout(self.settings, self.dim, self.sparse_uses_idf)
-            recorded = {"embedder": self.identity.embedder} if self.identity.embedder else None
-            self._client.create_collection(self.collection, **layout, metadata=recorded)
+            layout = collection_layout(self.settings, self.dim, self.sparse_uses_idf and not self.idf_per_user)
+            recorded = user_idf.record({"embedder": self.identity.embedder} if self.identity.embedder else {},
+                                       self.idf_per_user)
+            self._client.create_collection(self.collection, **layout, metadata=recorded or None)
         except Exception:  # a daemon starting at the same moment created it first
             if not self._client.collection_exists(self.collection):
                 raise
@@ -141,6 +149,8 @@ class QdrantServerIndex:
             self._client.create_payload_index(self.collection, field, qm.PayloadSchemaType.KEYWORD)
         for field in ("valid_from", "valid_to"):
             self._client.create_payload_index(self.collection, field, qm.PayloadSchemaType.FLOAT)
+        if self.idf_per_user:
+            self._client.create_payload_index(self.collection, user_idf.TERMS, qm.PayloadSchemaType.INTEGER)
 
     def upsert(self, points: Sequence[IndexPoint]) -> None:
         if not points:
@@ -148,7 +158,7 @@ class QdrantServerIndex:
         self._client.upsert(self.collection, points=[
             qm.PointStruct(id=p.id, vector={DENSE: p.dense.tolist(),
                                             SPARSE: qm.SparseVector(indices=p.sparse.indices, values=p.sparse.values)},
-                           payload=p.payload)
+                           payload=user_idf.with_terms(p.payload, p.sparse) if self.idf_per_user else p.payload)
             for p in points
         ], wait=True)
 
@@ -164,6 +174,8 @@ class QdrantServerIndex:
         if isinstance(vector, SparseVector):
             if not vector.indices:
                 return []
+            if self.idf_per_user:
+                vector = user_idf.weighted(vector, self.count(scope.user_id), partial(self._holding, scope.user_id))
             query: Any = qm.SparseVector(indices=vector.indices, values=vector.values)
         else:
             query = vector.tolist()
@@ -199,11 +211,16 @@ class QdrantServerIndex:
         flt = qm.Filter(must=[_match("user_id", user_id)]) if user_id else None
         return int(self._client.count(self.collection, count_filter=flt, exact=True).count)
 
+    def _holding(self, user_id: str, term: int) -> int:
+        flt = qm.Filter(must=[_match("user_id", user_id), _match(user_idf.TERMS, term)])
+        return int(self._client.count(self.collection, count_filter=flt, exact=True).count)
+
     def optimize(self) -> bool:
         return False  # the server runs its own optimizers
 
     def clear(self) -> None:
         self._client.delete_collection(self.collection)
+        self.idf_per_user = user_idf.per_user(None, self.sparse_uses_idf)  # a new collection counts it per user
         self._create()
 
     def compact(self) -> bool:
