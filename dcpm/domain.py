@@ -110,10 +110,15 @@ def as_utc(moment: datetime | None) -> datetime:
     """An aware UTC time; a naive one is taken as UTC, None as now."""
     if moment is None:
         return utcnow()
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+    try:
+        return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+    except OverflowError:  # 9999-12-31T23:59:59-12:00 is a valid date whose UTC time is not
+        raise InvalidMoment(f"{moment.isoformat()} is out of range: its UTC time falls outside years 1-9999") from None
 
 
 LABEL_CHARS = 64  # items.type and items.topic are String(64)
+INT64_RANGE = (-(1 << 63), (1 << 63) - 1)  # the integers the stores and the vector payloads hold
+MAX_OFFSET = 10**12  # of a listing: past any store, and (times a page) within the database's 64-bit OFFSET
 
 
 def without_nul(text: str) -> str:
@@ -139,6 +144,10 @@ def check_user_id(value: str) -> str:
 
 class InvalidUserId(Invalid, ValueError):
     """Raised by check_user_id: the project's own Invalid, and a ValueError for Pydantic."""
+
+
+class InvalidMoment(Invalid, ValueError):
+    """Raised by as_utc, also inside Pydantic validators (hence a ValueError too)."""
 
 
 UserId = Annotated[str, AfterValidator(check_user_id)]

@@ -13,6 +13,7 @@ new state, so no index writer brings back a deleted vector or leaves a stale one
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from typing import Any, Callable, Iterable, Sequence
 
@@ -21,11 +22,13 @@ from sqlalchemy.orm import Session
 
 from dcpm.domain import ItemKind
 from dcpm.embedding import Embedder
+from dcpm.errors import StorageFull
 from dcpm.index import IndexPoint, VectorIndex
 from dcpm.index.base import METADATA, OPEN_END
 from dcpm.store.db import Database
 from dcpm.store.models import Item, Node, RawInput, utcnow
 
+log = logging.getLogger("dcpm.index")
 Progress = Callable[[int], None]
 MODELS = ((RawInput, "raws"), (Item, "items"), (Node, "nodes"))  # everything that has a vector
 
@@ -182,9 +185,35 @@ def index_all(db: Database, index: VectorIndex, embedder: Embedder, *, only_unin
     written = 0
     for model, key in MODELS:
         for rows in _batches(db, model, only_unindexed, batch):
-            written += index_rows(db, index, embedder, **{key: rows})
+            written += _index_past_bad_rows(db, index, embedder, key, rows)
             if progress:
                 progress(len(rows))
+    return written
+
+
+def _index_past_bad_rows(db: Database, index: VectorIndex, embedder: Embedder, key: str, rows: list) -> int:
+    """Start-up repair and reindex index every row they can: a batch the index refuses is tried
+    again row by row, and a row it still refuses is logged and left unindexed (in the store, not
+    searchable), so one bad row cannot keep every user's search down. A full disk, or an index
+    that no longer answers at all, stops the run with its own error."""
+    try:
+        return index_rows(db, index, embedder, **{key: rows})
+    except StorageFull:
+        raise
+    except Exception:
+        pass
+    written, refused = 0, []
+    for row in rows:
+        try:
+            written += index_rows(db, index, embedder, **{key: [row]})
+        except StorageFull:
+            raise
+        except Exception as exc:
+            refused.append((row.id, exc))
+    if refused and len(refused) == len(rows):
+        index.count()  # raises when the fault is the index's (down, unreachable), not the rows'
+    for row_id, exc in refused:
+        log.error("%s row %s could not be indexed and stays unsearchable: %s", key, row_id, str(exc)[:300])
     return written
 
 
@@ -199,7 +228,7 @@ def repair(db: Database, index: VectorIndex, embedder: Embedder, progress: Progr
             present = index.existing([r.id for r in rows])
             missing = [r for r in rows if r.id not in present]
             if missing:
-                written += index_rows(db, index, embedder, **{key: missing})
+                written += _index_past_bad_rows(db, index, embedder, key, missing)
     return written
 
 

@@ -131,8 +131,12 @@ def _relative(query: str, now: datetime) -> list[Span]:
     for m in _AGO.finditer(query):
         count = int(m.group(1)) if m.group(1).isdigit() else NUMBER_WORDS[m.group(1).lower()]
         days = UNIT_DAYS[m.group(2).lower()]
-        centre, half = today - timedelta(days=count * days), timedelta(days=max(days // 2, 1))
-        spans.append(Span(centre - half, centre + half))
+        half = timedelta(days=max(days // 2, 1))
+        try:
+            centre = today - timedelta(days=count * days)
+            spans.append(Span(centre - half, centre + half))
+        except OverflowError:  # "3000 years ago" is before any date there is: nothing to align to
+            continue
     for m in _RELATIVE.finditer(query):
         phrase = " ".join(m.group(1).lower().split())
         if phrase in ("yesterday", "last night"):

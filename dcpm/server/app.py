@@ -16,7 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from dcpm import __version__
-from dcpm.errors import DcpmError, invalid_from
+from dcpm.errors import DcpmError, Invalid, invalid_from
 from dcpm.server.caller import current_principal
 from dcpm.server.capacity import WaitingAdds
 from dcpm.server.docs_pages import add_docs_pages
@@ -76,6 +76,13 @@ def create_app(service: MemoryService, bound_host: str | None = None) -> FastAPI
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         return await _dcpm_error(request, invalid_from(list(exc.errors())))
+
+    @app.exception_handler(UnicodeEncodeError)
+    async def _not_unicode(request: Request, _: UnicodeEncodeError) -> JSONResponse:
+        """A JSON escape of a lone surrogate (\\ud800) parses into text that no store or tokenizer
+        can encode: the caller's input, not a fault of the daemon."""
+        return await _dcpm_error(request, Invalid("the request holds text that is not valid Unicode "
+                                                  "(a lone surrogate such as \\ud800)"))
 
     # Every route but /healthz, the /admin page shell and the OpenAPI pages needs a credential once
     # access control is on (dcpm.auth); each route then checks the caller's scope in one line.

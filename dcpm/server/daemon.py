@@ -5,6 +5,7 @@ that CLI commands go through the API, serve HTTP until stopped, then undo all of
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 
 from dcpm.config import Settings
@@ -42,8 +43,18 @@ def run_daemon(settings: Settings, host: str | None = None, port: int | None = N
         write_daemon(settings.data_dir, f"http://{client_host}:{port}")
         print(f"dcpm serving {settings.data_dir} on http://{host}:{port} (OpenAPI: /docs)", file=sys.stderr,
               flush=True)
+        signal.signal(signal.SIGTERM, _stop_on_terminate)
         uvicorn.run(create_app(service, bound_host=host), host=host, port=port, log_level=log_level.lower())
     finally:
         clear_daemon(settings.data_dir)
         service.close()
         lock.release()
+
+
+def _stop_on_terminate(signum: int, _frame: object) -> None:
+    """uvicorn shuts down gracefully on SIGTERM, then raises the signal again under the handler it
+    found. Python's default handler would kill the process there, before `run_daemon` closes the
+    service: deleted points would stay in the vector shard, daemon.json would name a dead process.
+    Raised as SystemExit instead, the `finally` runs, as it does for Ctrl-C, and the exit is a
+    clean one (systemd and `docker stop` stop services with SIGTERM)."""
+    raise SystemExit(0)

@@ -16,6 +16,7 @@ from dcpm.domain import EventAction, ItemKind, RawStatus, Turn, as_utc
 from dcpm.errors import Invalid
 from dcpm.store import events
 from dcpm.store.models import RawInput, User, utcnow
+from dcpm.write.stored_values import check_metadata, check_text
 
 # Namespace for deterministic raw ids, so re-importing a file finds what is already there.
 RAW_ID_NAMESPACE = uuid.UUID("6f1d3c1e-2b53-4d3f-9a57-5f2f0f6d8a10")
@@ -35,8 +36,13 @@ def check_turns(turns: Sequence[Turn], settings: Settings) -> None:
             raise Invalid(f"message {number} is empty")
         if len(turn.text) > settings.max_text_chars:
             raise Invalid(f"message {number} is {len(turn.text)} characters; the limit is {settings.max_text_chars}")
-        if "\x00" in turn.text:
-            raise Invalid(f"message {number} contains a NUL character")
+        for what, text in (("", turn.text), ("speaker of ", turn.speaker), ("role of ", turn.role),
+                           ("session id of ", turn.session_id)):
+            if text is not None:
+                check_text(text, f"the {what}message {number}")
+        check_metadata(turn.metadata, f"the metadata of message {number}")
+        if turn.timestamp is not None:
+            as_utc(turn.timestamp)  # a date whose UTC time is out of range is refused here, not at the commit
         if turn.id is not None:
             canonical = canonical_id(turn.id, number)
             if canonical in seen:

@@ -97,3 +97,23 @@ def test_a_second_daemon_on_the_same_data_dir_is_refused(tmp_path):
         second = Daemon(data_dir)
         with pytest.raises(AssertionError, match="in use"):
             second.start(timeout=60)
+
+
+def test_a_daemon_stopped_with_sigterm_leaves_no_deleted_point_behind(tmp_path):
+    """systemd and `docker stop` send SIGTERM: the daemon closes as for Ctrl-C, so the vector
+    shard is compacted (a deleted user's session id and metadata leave its files), daemon.json
+    goes and the exit is clean. It used to die inside uvicorn before any of that ran."""
+    data_dir = tmp_path / "data"
+    marker = "SIGTERM-8890-PLUM"
+    daemon = Daemon(data_dir).start()
+    added = httpx.post(f"{daemon.url}/v1/memories", timeout=30, json={
+        "user_id": "frank", "text": "The spare key is under the heron statue", "infer": False,
+        "session_id": marker, "metadata": {"note": marker}})
+    assert added.status_code == 201
+    assert httpx.delete(f"{daemon.url}/v1/users/frank", timeout=30).status_code == 200
+    daemon.process.terminate()
+    assert daemon.process.wait(timeout=60) == 0
+    assert not (data_dir / "daemon.json").exists() and not (data_dir / "vectors.purge-pending").exists()
+    leftovers = [path for path in (data_dir / "vectors").rglob("*")
+                 if path.is_file() and marker.encode() in path.read_bytes()]
+    assert leftovers == []

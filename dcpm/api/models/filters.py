@@ -20,14 +20,17 @@ from pydantic import (
     ValidationError,
 )
 
+from dcpm.domain import INT64_RANGE
 from dcpm.errors import invalid_from
 from dcpm.index.base import Condition, Equals, NotEquals, OneOf, metadata_key
 
-# Exact values only: a keyword, an integer or a boolean, compared type included ("3" is not 3).
-MetadataValue = StrictStr | StrictBool | StrictInt
+# Exact values only: a keyword, an integer (of 64 bits, as stored) or a boolean, compared type
+# included ("3" is not 3).
+Int64 = Annotated[StrictInt, Field(ge=INT64_RANGE[0], le=INT64_RANGE[1])]
+MetadataValue = StrictStr | StrictBool | Int64
 # A metadata key as a payload path segment: no dots or brackets, which the index reads as nesting.
 MetadataName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_\-]{1,64}$")]
-ValueList = Annotated[list[StrictStr], Field(min_length=1)] | Annotated[list[StrictInt], Field(min_length=1)]
+ValueList = Annotated[list[StrictStr], Field(min_length=1)] | Annotated[list[Int64], Field(min_length=1)]
 
 
 class MetadataOperators(BaseModel):
