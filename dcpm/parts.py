@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # each loads with the part that needs it, so that a command t
     from dcpm.consolidation.jobs import ConsolidationJobs
     from dcpm.embedding import Embedder
     from dcpm.index import VectorIndex
-    from dcpm.index.upkeep import IndexMaintenance
+    from dcpm.index.upkeep import BackgroundLoop, IndexMaintenance
     from dcpm.llm import LLMClient
     from dcpm.read.query import QueryEncoder
     from dcpm.write.recovery import RecoveryLoop
@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # each loads with the part that needs it, so that a command t
 
 log = logging.getLogger("dcpm.service")
 Loading = Callable[[str], AbstractContextManager[object]]  # told what loads (e.g. the model) while it loads
+SCRUB_RETRY_SECONDS = 30.0  # how often a scrub that readers blocked is tried again
 
 
 class ProcessParts:
@@ -142,9 +143,21 @@ class ProcessParts:
         """Load everything now, so that no request pays for it and a bad setting stops the start."""
         _ = self.index, self.query_encoder, self.writer, self.consolidation
 
+    @cached_property
+    def scrubbing(self) -> BackgroundLoop:
+        """Finishes a scrub after a delete that readers kept from finishing (Database.scrub_pending)."""
+        from dcpm.index.upkeep import BackgroundLoop
+
+        def step() -> None:
+            if self.db.scrub_pending:
+                self.db.scrub()
+        return BackgroundLoop("scrub", step, SCRUB_RETRY_SECONDS, logger=log, immediately=True,
+                              failure="the store could not be scrubbed; retrying")
+
     def start_background(self) -> None:
-        """Index upkeep, and the writer's recovery loop when an LLM is configured."""
+        """Index upkeep, the scrub retry, and the writer's recovery loop when an LLM is configured."""
         self.maintenance.start()
+        self.scrubbing.start()
         if self.llm is not None:
             self.recovery.start()
 
@@ -154,7 +167,7 @@ class ProcessParts:
         if getattr(self, "_closed", False):
             return
         self._closed = True
-        for part, stop in (("recovery", "stop"), ("maintenance", "stop"), ("index", "close")):
+        for part, stop in (("recovery", "stop"), ("maintenance", "stop"), ("scrubbing", "stop"), ("index", "close")):
             if part in self.__dict__:  # only what was opened
                 getattr(self.__dict__[part], stop)()
         self.db.close()

@@ -197,7 +197,7 @@ def _after_delete(db: Database, index: VectorIndex, relinked: Sequence[Item], go
     projection.refresh_validity(db, index, relinked)
     if not db.scrub(full=compact):
         log.warning("the store could not be scrubbed after a delete (readers kept its write-ahead log or a table "
-                    "busy); the next delete, restart or autovacuum does it")
+                    "busy); the daemon retries every 30 s and at its next start")
     if compact:
         index.compact()
 

@@ -110,6 +110,10 @@ class Database:
         if migrate:
             upgrade(self.engine)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        # A scrub that readers kept from finishing leaves deleted text in SQLite's write-ahead log
+        # until one succeeds: the daemon retries while this is set (dcpm.parts), and a process
+        # starts with it set, as a crash may have come before the retry.
+        self.scrub_pending = self.engine.url.get_backend_name() == "sqlite"
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -149,7 +153,9 @@ class Database:
         is in dcpm.store.vacuum), False if a table's lock was not had within `wait_seconds`."""
         backend = self.engine.url.get_backend_name()
         if backend == "postgresql":
-            return vacuum(self.engine, list(Base.metadata.tables), wait_seconds, full=full)
+            done = vacuum(self.engine, list(Base.metadata.tables), wait_seconds, full=full)
+            self.scrub_pending = not done
+            return done
         if backend != "sqlite":
             return True
         with self.engine.connect() as connection:
@@ -158,6 +164,7 @@ class Database:
                 busy, _, _ = connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").one()
             finally:
                 connection.exec_driver_sql(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        self.scrub_pending = bool(busy)
         return not busy
 
     def ping(self) -> None:

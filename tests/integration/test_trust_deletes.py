@@ -48,6 +48,32 @@ def test_a_scrub_that_a_reader_blocks_is_reported_not_ignored(service):
     assert service.db.scrub() is True
 
 
+@pytest.mark.sqlite_only
+def test_a_scrub_a_reader_blocked_is_finished_once_the_reader_goes(service, monkeypatch):
+    """The deleted text stayed in the write-ahead log until some later delete scrubbed it (maybe
+    never); the daemon now retries until the scrub goes through."""
+    monkeypatch.setattr("dcpm.parts.SCRUB_RETRY_SECONDS", 0.2)
+    marker = "WALRES-5521"
+    service.add_memory(AddMemoryRequest(user_id="erin", text=f"My locker code is {marker}", infer=False))
+    service.add_memory(AddMemoryRequest(user_id="ana", text="I keep bees on my allotment", infer=False))
+    reader = service.db.engine.connect()
+    try:
+        reader.exec_driver_sql("BEGIN")
+        reader.exec_driver_sql("SELECT count(*) FROM raw_inputs").all()  # a backup tool holding its snapshot
+        service.delete_user("erin")  # its checkpoint waits for the reader, then gives up
+        assert service.db.scrub_pending
+    finally:
+        reader.rollback()
+        reader.close()
+    service.start_background()
+    deadline = time.monotonic() + 15
+    while service.db.scrub_pending and time.monotonic() < deadline:
+        time.sleep(0.1)
+    store = service.settings.data_dir / "dcpm.db"
+    for path in (store, store.with_name("dcpm.db-wal")):
+        assert not path.exists() or marker.encode() not in path.read_bytes()
+
+
 def test_a_chain_delete_also_deletes_a_revision_written_while_it_waited(service):
     coffee, black, green = ana_drinks_chain(service)
     outcome: dict = {}
