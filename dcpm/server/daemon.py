@@ -5,8 +5,10 @@ that CLI commands go through the API, serve HTTP until stopped, then undo all of
 from __future__ import annotations
 
 import logging
+import shutil
 import signal
 import sys
+from pathlib import Path
 
 from dcpm.config import Settings
 
@@ -30,6 +32,7 @@ def run_daemon(settings: Settings, host: str | None = None, port: int | None = N
     port = port or settings.port
     lock = DataDirLock(settings.data_dir)
     lock.acquire()
+    _clear_transfers(settings.data_dir)
     service = MemoryService(settings, lazy=True)  # the store only, until the address is known to be safe
     try:
         refusal = exposure_refusal(settings, host, service.db)
@@ -49,6 +52,15 @@ def run_daemon(settings: Settings, host: str | None = None, port: int | None = N
         clear_daemon(settings.data_dir)
         service.close()
         lock.release()
+
+
+def _clear_transfers(data_dir: Path) -> None:
+    """Exports and restores a crash cut short (dcpm.server.routes.operations); no other process
+    stages one while this one holds the data directory."""
+    from dcpm.server.routes.operations import TRANSFER_PREFIX
+
+    for leftover in Path(data_dir).glob(f"{TRANSFER_PREFIX}*"):
+        shutil.rmtree(leftover, ignore_errors=True)
 
 
 def _stop_on_terminate(signum: int, _frame: object) -> None:

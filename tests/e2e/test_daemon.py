@@ -102,10 +102,15 @@ def test_a_second_daemon_on_the_same_data_dir_is_refused(tmp_path):
 def test_a_daemon_stopped_with_sigterm_leaves_no_deleted_point_behind(tmp_path):
     """systemd and `docker stop` send SIGTERM: the daemon closes as for Ctrl-C, so the vector
     shard is compacted (a deleted user's session id and metadata leave its files), daemon.json
-    goes and the exit is clean. It used to die inside uvicorn before any of that ran."""
+    goes and the exit is clean. It used to die inside uvicorn before any of that ran. A transfer
+    a crash cut short is cleared at start."""
     data_dir = tmp_path / "data"
     marker = "SIGTERM-8890-PLUM"
+    leftover = data_dir / ".transfer-x1y2" / "restore.jsonl"  # an export a crash cut short
+    leftover.parent.mkdir(parents=True)
+    leftover.write_text(f'{{"text": "{marker}"}}')
     daemon = Daemon(data_dir).start()
+    assert not leftover.parent.exists()
     added = httpx.post(f"{daemon.url}/v1/memories", timeout=30, json={
         "user_id": "frank", "text": "The spare key is under the heron statue", "infer": False,
         "session_id": marker, "metadata": {"note": marker}})

@@ -180,6 +180,20 @@ def test_restore_refuses_a_body_that_is_not_ndjson(api, service, tmp_path, conte
     assert service.users() == []
 
 
+def test_a_transfer_is_staged_in_the_data_directory_and_a_refusal_names_no_path_of_it(api, service, settings):
+    """Exports and restores were staged in the system's temp directory, where a crash mid-transfer
+    left a copy of the user that no delete reaches, and a refused restore named that file."""
+    remember(service)
+    export = api.get("/v1/admin/users/ana/export").content
+    api.delete("/v1/users/ana")
+    damaged = export.replace(BEES.encode(), b"Ana keeps wasps on her allotment")
+    response = api.post("/v1/admin/restore", content=damaged, headers={"content-type": "application/x-ndjson"})
+    message = response.json()["message"]
+    assert response.status_code == 422 and message.startswith("the export is damaged")
+    assert "/" not in message and service.users() == []
+    assert not [p for p in settings.data_dir.iterdir() if p.name.startswith(".transfer-")]  # nothing left behind
+
+
 def test_the_client_restores_an_export_as_ndjson(service, settings, embedder, tmp_path):
     remember(service)
     other = MemoryService(settings.model_copy(update={"data_dir": tmp_path / "elsewhere"}), embedder=embedder)

@@ -18,6 +18,15 @@ from dcpm.server.caller import Caller
 from dcpm.server.store_metrics import scrape
 from dcpm.service import MemoryService
 
+TRANSFER_PREFIX = ".transfer-"
+
+
+def transfer_directory(service: MemoryService) -> tempfile.TemporaryDirectory:
+    """Where an export or a restore is staged: inside the data directory (0700, the user's own
+    disk) rather than the system's temp directory, so a crash mid-transfer leaves no copy of a
+    user where nobody looks; the daemon clears leftovers at start (dcpm.server.daemon)."""
+    return tempfile.TemporaryDirectory(dir=service.settings.data_dir, prefix=TRANSFER_PREFIX)
+
 EXPORT_TYPE = "application/x-ndjson"
 
 
@@ -43,7 +52,7 @@ def operations_router(service: MemoryService, guarded: list[Any]) -> APIRouter:
         """Everything of a user as JSONL (first line: the manifest), for `dcpm restore` elsewhere.
         An API key may export its own user."""
         require_user(caller, user_id)
-        with tempfile.TemporaryDirectory() as tmp:
+        with transfer_directory(service) as tmp:
             path = Path(tmp) / "export.jsonl"
             service.export_user(user_id, path)
             return Response(path.read_bytes(), media_type=EXPORT_TYPE)
@@ -59,14 +68,16 @@ def operations_router(service: MemoryService, guarded: list[Any]) -> APIRouter:
         if request.headers.get("content-type", "").split(";")[0].strip().lower() != EXPORT_TYPE:
             raise Invalid(f"send the export with content-type {EXPORT_TYPE}")
         body = await request.body()
-        with tempfile.TemporaryDirectory() as tmp:
+        with transfer_directory(service) as tmp:
             path = Path(tmp) / "restore.jsonl"
             path.write_bytes(body)
             try:
                 path.read_text(encoding="utf-8")
+                return await run_in_threadpool(service.restore, path)
             except UnicodeDecodeError:
                 raise Invalid("the export is not UTF-8 text") from None
-            return await run_in_threadpool(service.restore, path)
+            except Invalid as exc:  # the file is the daemon's own copy: its path means nothing to the caller
+                raise Invalid(exc.message.replace(str(path), "the export")) from None
 
     @router.get("/metrics", tags=["operations"], include_in_schema=False)
     def metrics(caller: Caller) -> Response:
