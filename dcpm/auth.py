@@ -27,9 +27,17 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from dcpm.api.models import ApiKeyOut, NewApiKey
 from dcpm.config import Settings
 from dcpm.domain import check_user_id
-from dcpm.errors import Conflict, Forbidden, Invalid, NotFound, StorageFull, Unauthorized
+from dcpm.errors import (
+    Conflict,
+    Forbidden,
+    Invalid,
+    NotFound,
+    StorageFull,
+    Unauthorized,
+)
 from dcpm.store.db import Database
 from dcpm.store.models import AccessControl, ApiKey, utcnow
+from dcpm.write.stored_values import check_text
 
 log = logging.getLogger("dcpm.auth")
 
@@ -164,6 +172,8 @@ class KeyStore:
         check_user_id(user_id)
         if label is not None and len(label) > 200:
             raise Invalid("label: at most 200 characters")
+        if label is not None:
+            check_text(label, "the label")  # PostgreSQL stores no NUL
         for _ in range(3):
             prefix, key = new_key()
             try:

@@ -32,7 +32,7 @@ def check_turns(turns: Sequence[Turn], settings: Settings) -> None:
         raise Invalid(f"too many messages: {len(turns)} > {settings.max_messages}")
     seen: dict[str, int] = {}
     for number, turn in enumerate(turns, 1):
-        if not turn.text.strip():
+        if not any(ch.isprintable() and not ch.isspace() for ch in turn.text):  # zero-width characters too
             raise Invalid(f"message {number} is empty")
         if len(turn.text) > settings.max_text_chars:
             raise Invalid(f"message {number} is {len(turn.text)} characters; the limit is {settings.max_text_chars}")

@@ -66,6 +66,13 @@ def test_a_value_no_store_can_hold_is_refused_and_changes_nothing(api, service, 
     still_serving(api)
 
 
+def test_text_of_zero_width_characters_is_empty_and_a_key_label_takes_no_nul(api):
+    assert api.post("/v1/memories", json={"user_id": "ana", "text": "\u200b\u200b", "infer": False}).status_code == 422
+    assert api.post("/v1/admin/keys", json={"user_id": "ana", "label": "bot\u0000"}).status_code == 422
+    assert api.get("/v1/admin/keys").json() == []
+    still_serving(api)
+
+
 @pytest.mark.parametrize("metadata", [json.dumps(nested(500)), '{"n": NaN}', '{"n": %d}' % 10**30,
                                       '{"k": %s}' % SURROGATE])
 def test_mem0_add_refuses_the_same_metadata(api, metadata):
