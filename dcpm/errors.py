@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 
 class DcpmError(Exception):
     """Base of every error dcpm raises on purpose; `message` is safe to show a user."""
@@ -72,6 +74,21 @@ class StorageFull(Unavailable):
 def is_disk_full(exc: BaseException) -> bool:
     text = str(exc).lower()
     return getattr(exc, "errno", None) == 28 or "disk is full" in text or "no space left" in text
+
+
+# A path the caller named that is missing, of the wrong kind, or not theirs to use.
+CALLERS_PATH = {errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.EACCES, errno.EPERM,
+                errno.ENAMETOOLONG, errno.ELOOP, errno.EROFS}
+
+
+def from_os_error(exc: OSError) -> DcpmError:
+    """A refusal of the file system as dcpm's error, worded `PATH: reason`: a path the caller named
+    is Invalid, a full disk StorageFull, anything else (an I/O error) Unavailable."""
+    where = f"{exc.filename}: " if exc.filename is not None else ""
+    message = f"{where}{(exc.strerror or str(exc)).lower()}"
+    if is_disk_full(exc):
+        return StorageFull(message)
+    return (Invalid if exc.errno in CALLERS_PATH else Unavailable)(message)
 
 
 def invalid_from(errors: list[dict], skip: tuple[str, ...] = ("body",)) -> Invalid:

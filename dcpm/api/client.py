@@ -64,7 +64,10 @@ _USERS = TypeAdapter(list[UserOut])
 
 def _id(segment: str) -> str:
     """An id as one path segment: whatever it holds (a caller's or a model's text), it cannot
-    reach another route or add query parameters (servers decode %2F back into a slash)."""
+    reach another route or add query parameters (servers decode %2F back into a slash); an empty
+    one would name the route above it."""
+    if not segment:
+        raise Invalid("'' is not an id: it is empty")
     if "/" in segment:
         raise Invalid(f"{segment!r} is not an id: it contains '/'")
     return quote(segment, safe="")

@@ -25,6 +25,8 @@ def delete(memory_id: Annotated[Optional[str], typer.Argument(help="An item or r
     targets = sum(x is not None for x in (memory_id, node, user))
     if targets != 1 or (session and not user) or (chain and not memory_id):
         raise Invalid("give one of: ID [--chain], --node ID, --user U [--session S]")
+    if "" in (memory_id, node, user, session):  # read as missing below, `--session ""` would delete the whole user
+        raise Invalid("'' is not an id: it is empty")
     what = (f"memory {memory_id}" + (" and its whole chain" if chain else "") if memory_id else
             f"node {node}" if node else f"session {session} of {user}" if session else f"EVERYTHING of user {user}")
     if not yes and not typer.confirm(f"Permanently delete {what}?"):

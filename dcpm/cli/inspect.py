@@ -14,7 +14,8 @@ from dcpm.cli.output import JsonFlag, dump, heading, memory, out, when
 
 
 def items(user: str, kind: Annotated[Optional[str], typer.Option(help="raw, fact, identity or summary.")] = None,
-          status: Annotated[Optional[str], typer.Option(help="current or superseded (raw: pending, done, ...).")] = None,
+          status: Annotated[Optional[str],
+                            typer.Option(help="current or superseded (raw: pending, done, ...).")] = None,
           topic: Annotated[Optional[str], typer.Option(help="Life domain, e.g. food.")] = None,
           since: Annotated[Optional[datetime], typer.Option(help="Only what started to hold since this date.")] = None,
           limit: int = 50, offset: int = 0, as_json: JsonFlag = False) -> None:
@@ -52,13 +53,18 @@ def show(memory_id: str, as_json: JsonFlag = False) -> None:
     """One memory (an item with its chain and revisions, or a raw input), or a graph node with its
     evidence and edges."""
     from dcpm.api.models import NodeOut
+    from dcpm.domain import check_memory_id
     from dcpm.errors import NotFound
 
+    check_memory_id(memory_id, "memory or graph node")  # both are looked up: the refusal names both
     with memory() as mem:
         try:
             entry = mem.get(memory_id)
         except NotFound:
-            entry = mem.node(memory_id)
+            try:
+                entry = mem.node(memory_id)
+            except NotFound:
+                raise NotFound(f"no memory or graph node with id {memory_id}") from None
     if as_json:
         return dump(entry)
     if isinstance(entry, NodeOut):

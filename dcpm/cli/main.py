@@ -20,7 +20,7 @@ from dcpm.cli import consolidation, edits, inspect, memories, operations, serve
 from dcpm.cli.adapter import adapter_app
 from dcpm.cli.keys import keys_app
 from dcpm.cli.output import OVERRIDES, JsonFlag, dump, err, out, settings
-from dcpm.errors import DcpmError, Invalid
+from dcpm.errors import DcpmError, Invalid, from_os_error
 
 APP_OPTIONS = {"help": "dcpm: long-term memory for LLM assistants.", "no_args_is_help": True,
                "pretty_exceptions_enable": False, "add_completion": False}
@@ -126,15 +126,18 @@ PRIVATE_UMASK = 0o077  # what dcpm creates (data directory, store, shard, daemon
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run `dcpm` on `argv` (default: the process's arguments); a DcpmError becomes its message on
-    stderr and its exit code. Files and directories are created private to their owner: they hold
-    personal data, and home directories are often readable by every local user."""
+    """Run `dcpm` on `argv` (default: the process's arguments); a DcpmError, or the file system's
+    refusal of a path (dcpm.errors.from_os_error), becomes its message on stderr and its exit code.
+    Files and directories are created private to their owner: they hold personal data, and home
+    directories are often readable by every local user."""
     os.umask(PRIVATE_UMASK)
     try:
         app_for(sys.argv[1:] if argv is None else argv)(args=argv)
-    except DcpmError as exc:
-        err.print(f"error: {exc.message}", highlight=False)
-        sys.exit(exc.exit_code)
+    except (DcpmError, OSError) as exc:
+        error = exc if isinstance(exc, DcpmError) else from_os_error(exc)
+        # Unwrapped: a message is one line however wide the terminal (the terminal wraps it).
+        err.print(f"error: {error.message}", highlight=False, soft_wrap=True)
+        sys.exit(error.exit_code)
     finally:
         # The process ends next. Its last garbage collections would walk every object the imports
         # made (a quarter of a short command's time, scripts/bench_cold_start.py), only for the

@@ -8,13 +8,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from dcpm.cli.output import memory, out, private_file, progress
+from dcpm.cli.output import file_to_read, file_to_write, memory, out, private_file, progress
 
 
 def export_user(user: str, output: Annotated[Optional[Path], typer.Option("--output", "-o")] = None) -> None:
     """Write everything of USER (raw, items, chains, revisions, graph, events, consent) as JSONL,
     readable by its owner only (mode 0600)."""
-    path = output or Path(f"{user}.dcpm.jsonl")
+    path = file_to_write(output or Path(f"{user}.dcpm.jsonl"))
     with memory() as mem:
         manifest = mem.export_user(user, path)
     private_file(path)  # new files are already (umask 077, dcpm.cli.main); this covers one written over
@@ -24,6 +24,7 @@ def export_user(user: str, output: Annotated[Optional[Path], typer.Option("--out
 
 def restore(path: Path) -> None:
     """Load an export made by `dcpm export` (into a store that does not have that user yet)."""
+    path = file_to_read(path)
     with memory() as mem:
         manifest = mem.restore(path)
     out.print(f"restored {manifest['user_id']} ({sum(manifest['counts'].values())} records)")

@@ -46,14 +46,25 @@ OVERRIDES = Overrides()
 
 def settings(**fields: Any) -> Settings:
     """The effective settings: `fields`, then the global options, then DCPM_* and the TOML file."""
+    from pydantic import ValidationError
+
     from dcpm.config import load_settings
 
     overrides = {"data_dir": OVERRIDES.data_dir} if OVERRIDES.data_dir is not None else {}
     try:
         with _toml_file(OVERRIDES.config):
             return load_settings(**{**overrides, **fields})
-    except Exception as exc:  # pydantic's message names the bad setting
-        raise Invalid(f"bad settings: {exc}") from None
+    except ValidationError as exc:
+        raise Invalid(f"bad settings: {setting_problems(exc.errors())}") from None
+    except Exception as exc:  # the TOML file's syntax
+        raise Invalid(f"bad settings in {OVERRIDES.config or os.environ.get('DCPM_CONFIG')}: {exc}") from None
+
+
+def setting_problems(errors: list[dict]) -> str:
+    """`setting: what is wrong; ...` on one line, never the value (it may be a secret)."""
+    worded = [{**error, "msg": "not a dcpm setting" if error["type"] == "extra_forbidden"
+               else str(error["msg"]).removeprefix("Value error, ")} for error in errors]
+    return invalid_from(worded).message
 
 
 @contextmanager
@@ -118,6 +129,27 @@ def when(moment: datetime | None) -> str:
 def heading(kind: str, rest: str) -> Text:
     """`kind` in bold, then `rest` as it is."""
     return Text.assemble((kind, "bold"), " ", rest)
+
+
+def file_to_read(path: Path) -> Path:
+    """`path`, refused before anything opens when it is no file: said the same way whether a
+    daemon or this process would have read it."""
+    if path.is_dir():
+        raise Invalid(f"{path} is a directory, not a file")
+    if not path.is_file():
+        raise Invalid(f"no such file: {path}")
+    return path
+
+
+def file_to_write(path: Path) -> Path:
+    """`path`, refused before anything is read when no directory is there to hold it, or when
+    something other than a file is in its place (writing an export over /dev/null as root would
+    replace the device)."""
+    if path.exists() and not path.is_file():
+        raise Invalid(f"{path} is {'a directory' if path.is_dir() else 'not a regular file'}: name a file to write")
+    if not path.parent.is_dir():
+        raise Invalid(f"no such directory: {path.parent}")
+    return path
 
 
 def private_file(path: Path) -> None:

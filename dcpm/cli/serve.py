@@ -21,7 +21,7 @@ def settings_with(allow_open_network: bool):  # type: ignore[no-untyped-def]
 
 
 def serve(host: Annotated[Optional[str], typer.Option(help="Bind address (DCPM_HOST).")] = None,
-          port: Annotated[Optional[int], typer.Option(help="Port (DCPM_PORT).")] = None,
+          port: Annotated[Optional[int], typer.Option(min=1, max=65535, help="Port (DCPM_PORT).")] = None,
           allow_open_network: OpenNetwork = False, log_level: str = "info") -> None:
     """Run the daemon: HTTP API, writer and index upkeep. OpenAPI page at /docs.
 
@@ -35,12 +35,13 @@ def serve(host: Annotated[Optional[str], typer.Option(help="Bind address (DCPM_H
 
 
 def mcp(user: Annotated[Optional[str], typer.Option(help="The user every tool call acts for (DCPM_MCP_USER); "
-                                                         "unset: the client names it in request metadata (stdio only).")] = None,
+                                                         "unset: the client names it in request metadata "
+                                                         "(stdio only).")] = None,
         transport: Annotated[str, typer.Option(help="stdio (for Claude Desktop, Cursor) or http (streamable "
                                                     "HTTP at /mcp).")] = "stdio",
         host: Annotated[str, typer.Option(help="Bind address with --transport http (loopback unless "
                                                "--allow-open-network).")] = "127.0.0.1",
-        port: Annotated[int, typer.Option(help="Port with --transport http.")] = 8421,
+        port: Annotated[int, typer.Option(min=1, max=65535, help="Port with --transport http.")] = 8421,
         allow_delete: Annotated[Optional[bool], typer.Option("--allow-delete/--no-allow-delete",
                                                              help="Offer the model delete_memory "
                                                                   "(DCPM_MCP_ALLOW_DELETE).")] = None,

@@ -7,14 +7,16 @@ personal data: it is created readable by its owner only (0700), and so are these
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-from dcpm.errors import Conflict, StorageFull
+from dcpm.errors import Conflict, Invalid, StorageFull, is_disk_full
 
 LOCK_FILE = "dcpm.lock"
 DAEMON_FILE = "daemon.json"
@@ -25,7 +27,22 @@ PRIVATE_FILE = 0o600
 def make_data_dir(data_dir: Path) -> None:
     """Create the data directory (and missing parents) for its owner only; one that exists keeps
     the mode its owner gave it."""
-    data_dir.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+    with usable(data_dir):
+        data_dir.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+
+
+@contextmanager
+def usable(data_dir: Path) -> Iterator[None]:
+    """Setting up the data directory, where a refusal of the file system (a file in its place or
+    above it, no permission to write there) is the setting's fault: Invalid, naming the directory."""
+    try:
+        yield
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise StorageFull(f"no space left under {data_dir}; nothing was written") from None
+        reason = {errno.EEXIST: "it is a file", errno.ENOTDIR: "a part of its path is a file"}.get(
+            exc.errno, (exc.strerror or str(exc)).lower())
+        raise Invalid(f"cannot use {data_dir} as the data directory: {reason}") from None
 
 
 def open_private(path: Path, mode: str = "a+"):  # type: ignore[no-untyped-def]
@@ -43,7 +60,8 @@ class DataDirLock:
 
     def acquire(self) -> None:
         make_data_dir(self.data_dir)
-        handle = open_private(self.data_dir / LOCK_FILE)
+        with usable(self.data_dir):
+            handle = open_private(self.data_dir / LOCK_FILE)
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

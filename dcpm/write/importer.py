@@ -9,20 +9,22 @@ scopes them to the user: see dcpm.write.raw.stored_raw_id).
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from dateutil import parser as dateparser
 
 from dcpm.config import Settings
-from dcpm.domain import Turn, check_user_id
+from dcpm.domain import Turn, as_utc, check_user_id
 from dcpm.errors import Invalid
 from dcpm.write.raw import check_turns, deterministic_raw_id
 
 MAX_REPORTED_ERRORS = 20
+MAX_METADATA_DEPTH = 32  # objects and lists inside one another; the daemon refuses deeper metadata too
 
 
 @dataclass
@@ -38,8 +40,11 @@ def parse_line(raw: str, default_user: str | None) -> ImportLine:
         record = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise ValueError("nested too deeply to read") from None
     if not isinstance(record, dict):
         raise ValueError("expected a JSON object")
+    check_storable(record)
     user_id = record.get("user_id") or default_user
     if not user_id:
         raise ValueError("no user_id (give one per line or --user)")
@@ -52,6 +57,7 @@ def parse_line(raw: str, default_user: str | None) -> ImportLine:
     if timestamp is not None:
         try:
             when = dateparser.parse(str(timestamp))
+            as_utc(when)  # the store keeps UTC: 9999-12-31T23:59:59-12:00 has no UTC date
         except (ValueError, OverflowError):
             raise ValueError(f"unreadable timestamp {timestamp!r}") from None
     metadata = record.get("metadata") or {}
@@ -64,7 +70,39 @@ def parse_line(raw: str, default_user: str | None) -> ImportLine:
     ))
 
 
+def check_storable(record: dict) -> None:
+    """What JSON lets a line hold but the store cannot keep: text with a lone surrogate (an escaped
+    \\ud800 is no character UTF-8 can encode), and metadata nested deeper than MAX_METADATA_DEPTH
+    or holding NaN or Infinity (no JSON column or vector payload takes them)."""
+    for value, _ in nested(record):
+        if isinstance(value, str) and not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError("holds text that is not valid Unicode (a lone surrogate such as \\ud800)") from None
+    for value, depth in nested(record.get("metadata")):
+        if isinstance(value, (dict, list)) and depth > MAX_METADATA_DEPTH:
+            raise ValueError(f"metadata is nested deeper than {MAX_METADATA_DEPTH} levels")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"metadata holds the number {value}: numbers must be finite")
+
+
+def nested(value: Any) -> Iterator[tuple[Any, int]]:
+    """`value`, then every key and value inside it, each with its depth (`value`'s is 1). Walked
+    without recursion: a deep object must not exhaust the stack of the check meant to refuse it."""
+    pending = [(value, 1)]
+    while pending:
+        value, depth = pending.pop()
+        yield value, depth
+        if isinstance(value, dict):
+            pending.extend((child, depth + 1) for pair in value.items() for child in pair)
+        elif isinstance(value, list):
+            pending.extend((child, depth + 1) for child in value)
+
+
 def read_file(path: Path, default_user: str | None, settings: Settings) -> list[ImportLine]:
+    if path.is_dir():
+        raise Invalid(f"{path} is a directory, not a file")
     if not path.is_file():
         raise Invalid(f"no such file: {path}")
     lines: list[ImportLine] = []

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
+import subprocess
+from contextlib import nullcontext
 
 import httpx
 import pytest
+
+from dcpm.testing.daemon import free_port
 
 from .daemon import Daemon, cli_json, run_cli
 
@@ -89,6 +94,79 @@ def test_cli_errors_have_messages_and_exit_codes(tmp_path):
     assert result.returncode == 4 and "unknown user" in result.stderr
     result = run_cli(data_dir, "show", "not-an-id", check=False)
     assert result.returncode == 2
+
+
+def refused(result: subprocess.CompletedProcess, exit_code: int, message: str) -> None:
+    """What a user sees of bad input: the exit code and one line that says what is wrong, never a traceback."""
+    assert (result.returncode, len(result.stderr.strip().splitlines())) == (exit_code, 1), result.stderr
+    assert message in result.stderr
+
+
+@pytest.mark.parametrize("served", [False, True], ids=["direct", "daemon"])
+def test_paths_and_ids_a_command_cannot_use_are_refused_with_a_message(tmp_path, history, served):
+    data_dir = tmp_path / "data"
+    run_cli(data_dir, "import", str(history))
+    missing, nowhere = tmp_path / "missing.jsonl", tmp_path / "gone" / "ana.jsonl"
+    zero = "00000000-0000-0000-0000-000000000000"
+    with Daemon(data_dir) if served else nullcontext():
+        stored = cli_json(data_dir, "items", "ana", "--kind", "raw")
+        refused(run_cli(data_dir, "restore", str(tmp_path), check=False), 2, f"{tmp_path} is a directory, not a file")
+        refused(run_cli(data_dir, "restore", str(missing), check=False), 2, f"no such file: {missing}")
+        refused(run_cli(data_dir, "restore", "x" * 300, check=False), 2, "file name too long")
+        refused(run_cli(data_dir, "export", "ana", "-o", str(nowhere), check=False), 2,
+                f"no such directory: {nowhere.parent}")
+        refused(run_cli(data_dir, "export", "ana", "-o", str(tmp_path), check=False), 2, f"{tmp_path} is a directory")
+        refused(run_cli(data_dir, "import", str(tmp_path), check=False), 2, f"{tmp_path} is a directory, not a file")
+        refused(run_cli(data_dir, "show", "", check=False), 2, "'' is not a memory or graph node id")
+        refused(run_cli(data_dir, "show", zero, check=False), 4, f"no memory or graph node with id {zero}")
+        refused(run_cli(data_dir, "history", "", check=False), 2, "'' is not a")
+        refused(run_cli(data_dir, "delete", "--user", "ana", "--session", "", "--yes", check=False), 2,
+                "'' is not an id: it is empty")
+        assert cli_json(data_dir, "items", "ana", "--kind", "raw") == stored
+    assert not nowhere.parent.exists() and not list(tmp_path.glob("*.part"))
+
+
+def test_a_data_directory_that_cannot_be_one_is_refused_with_a_message(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("Ana's own notes")
+    for command in (["users"], ["items", "ana"], ["health"], ["serve", "--port", str(free_port())]):
+        refused(run_cli(notes, *command, check=False), 2, f"cannot use {notes} as the data directory: it is a file")
+        refused(run_cli(notes / "data", *command, check=False), 2,
+                f"cannot use {notes / 'data'} as the data directory: a part of its path is a file")
+    assert notes.read_text() == "Ana's own notes"
+
+
+def test_an_import_line_the_store_cannot_keep_is_refused_up_front_by_line(tmp_path):
+    data_dir = tmp_path / "data"
+    lines = [{"user_id": "ana", "text": "I switched from coffee to green tea"},
+             {"user_id": "ana", "text": "tea \ud800"},
+             {"user_id": "ana", "text": "deep", "metadata": json.loads('{"a": ' * 600 + "1" + "}" * 600)},
+             {"user_id": "ana", "text": "nan", "metadata": {"n": math.nan}},
+             {"user_id": "ana", "text": "inf", "metadata": {"n": [math.inf]}}]
+    path = tmp_path / "history.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    result = run_cli(data_dir, "import", str(path), check=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "4 bad line(s)" in result.stderr and "nothing was imported" in result.stderr
+    for number, problem in ((2, "not valid Unicode"), (3, "nested deeper than 32 levels"), (4, "number nan"),
+                            (5, "number inf")):
+        assert f"line {number}: " in result.stderr and problem in result.stderr.split(f"line {number}: ")[1]
+    assert cli_json(data_dir, "users") == []
+
+
+def test_a_bad_setting_is_refused_by_name_on_one_line(tmp_path):
+    data_dir = tmp_path / "data"
+    refused(run_cli(data_dir, "config", "show", check=False, DCPM_HYBRID_ALPHA="2"), 2,
+            "bad settings: hybrid_alpha: Input should be less than or equal to 1")
+    refused(run_cli(data_dir, "users", check=False, DCPM_CONSOLIDATION_CRON="garbage"), 2,
+            "bad settings: consolidation_cron: 'garbage' is not a crontab expression")
+    refused(run_cli(data_dir, "users", check=False, DCPM_DATABASE_URL="bogus://dcpm:hunter2@db/dcpm"), 2,
+            "bad settings: database_url: SQLAlchemy knows no database 'bogus'")
+    toml = tmp_path / "dcpm.toml"
+    toml.write_text("hybrid_alpha = 0.6\nhybird_alpha = 0.7\n")
+    refused(run_cli(data_dir, "--config", str(toml), "config", "show", check=False), 2,
+            "bad settings: hybird_alpha: not a dcpm setting")
+    assert not data_dir.exists()  # refused before anything was made
 
 
 def test_a_second_daemon_on_the_same_data_dir_is_refused(tmp_path):

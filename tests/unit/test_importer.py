@@ -24,10 +24,30 @@ def test_default_user_applies_when_line_has_none():
     ('{"text": "hi"}', "no user_id"),
     ('{"user_id": "a b", "text": "hi"}', "user_id"),
     ('{"user_id": "ana", "text": "hi", "timestamp": "someday maybe"}', "timestamp"),
-])
+    ('{"user_id": "ana", "text": "hi", "timestamp": "9999-12-31T23:59:59-12:00"}', "timestamp"),  # no UTC date
+    ('{"user_id": "ana", "text": "tea \\ud800"}', "not valid Unicode"),
+    ('{"user_id": "ana", "text": "tea", "metadata": {"note": "\\udfff"}}', "not valid Unicode"),
+    ('{"user_id": "ana", "text": "tea", "metadata": {"n": NaN}}', "number nan: numbers must be finite"),
+    ('{"user_id": "ana", "text": "tea", "metadata": {"n": [-Infinity]}}', "number -inf"),
+    ('{"user_id": "ana", "text": "tea", "metadata": {"n": 1e999}}', "number inf"),
+    ('{"user_id": "ana", "text": "tea", "metadata": ' + '{"a": ' * 33 + "1" + "}" * 34, "deeper than 32 levels"),
+    ('{"user_id": "ana", "text": "tea", "metadata": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
+], ids=["unknown-format", "no-text", "no-user", "bad-user", "unreadable-timestamp", "timestamp-past-utc",
+        "surrogate-in-text", "surrogate-in-metadata", "nan", "minus-infinity", "overflowing-number",
+        "metadata-33-deep", "json-too-deep"])
 def test_bad_lines_are_named(raw, problem):
     with pytest.raises(ValueError, match=problem):
         parse_line(raw, None)
+
+
+def test_metadata_nested_32_deep_and_a_surrogate_pair_are_kept():
+    deep = '{"a": ' * 32 + "1" + "}" * 32
+    line = parse_line('{"user_id": "ana", "text": "tea \\ud83c\\udf75", "metadata": ' + deep + "}", None)
+    assert line.turn.text == "tea \U0001f375"
+    levels, inner = 0, line.turn.metadata
+    while isinstance(inner, dict):
+        levels, inner = levels + 1, inner["a"]
+    assert (levels, inner) == (32, 1)
 
 
 def test_identical_lines_get_distinct_but_stable_ids():
@@ -36,7 +56,7 @@ def test_identical_lines_get_distinct_but_stable_ids():
     again = [parse_line('{"user_id": "ana", "text": "ok"}', None) for _ in range(2)]
     assign_ids(again)
     assert lines[0].turn.id != lines[1].turn.id
-    assert [l.turn.id for l in lines] == [l.turn.id for l in again]
+    assert [line.turn.id for line in lines] == [line.turn.id for line in again]
 
 
 def test_a_file_with_bad_lines_is_refused_whole(tmp_path):
