@@ -9,12 +9,11 @@ scopes them to the user: see dcpm.write.raw.stored_raw_id).
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 from dateutil import parser as dateparser
 
@@ -24,7 +23,6 @@ from dcpm.errors import Invalid
 from dcpm.write.raw import check_turns, deterministic_raw_id
 
 MAX_REPORTED_ERRORS = 20
-MAX_METADATA_DEPTH = 32  # objects and lists inside one another; the daemon refuses deeper metadata too
 
 
 @dataclass
@@ -44,7 +42,6 @@ def parse_line(raw: str, default_user: str | None) -> ImportLine:
         raise ValueError("nested too deeply to read") from None
     if not isinstance(record, dict):
         raise ValueError("expected a JSON object")
-    check_storable(record)
     user_id = record.get("user_id") or default_user
     if not user_id:
         raise ValueError("no user_id (give one per line or --user)")
@@ -68,36 +65,6 @@ def parse_line(raw: str, default_user: str | None) -> ImportLine:
         session_id=record.get("session_id"), timestamp=when, metadata=metadata,
         id=str(record["id"]) if record.get("id") is not None else None,
     ))
-
-
-def check_storable(record: dict) -> None:
-    """What JSON lets a line hold but the store cannot keep: text with a lone surrogate (an escaped
-    \\ud800 is no character UTF-8 can encode), and metadata nested deeper than MAX_METADATA_DEPTH
-    or holding NaN or Infinity (no JSON column or vector payload takes them)."""
-    for value, _ in nested(record):
-        if isinstance(value, str) and not value.isascii():
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                raise ValueError("holds text that is not valid Unicode (a lone surrogate such as \\ud800)") from None
-    for value, depth in nested(record.get("metadata")):
-        if isinstance(value, (dict, list)) and depth > MAX_METADATA_DEPTH:
-            raise ValueError(f"metadata is nested deeper than {MAX_METADATA_DEPTH} levels")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"metadata holds the number {value}: numbers must be finite")
-
-
-def nested(value: Any) -> Iterator[tuple[Any, int]]:
-    """`value`, then every key and value inside it, each with its depth (`value`'s is 1). Walked
-    without recursion: a deep object must not exhaust the stack of the check meant to refuse it."""
-    pending = [(value, 1)]
-    while pending:
-        value, depth = pending.pop()
-        yield value, depth
-        if isinstance(value, dict):
-            pending.extend((child, depth + 1) for pair in value.items() for child in pair)
-        elif isinstance(value, list):
-            pending.extend((child, depth + 1) for child in value)
 
 
 def read_file(path: Path, default_user: str | None, settings: Settings) -> list[ImportLine]:

@@ -5,6 +5,7 @@ import pytest
 from dcpm.config import Settings
 from dcpm.errors import Invalid
 from dcpm.write.importer import assign_ids, parse_line, read_file
+from dcpm.write.raw import check_turns
 
 
 def test_parse_line_reads_speaker_and_timestamp():
@@ -27,17 +28,18 @@ def test_default_user_applies_when_line_has_none():
     ('{"user_id": "ana", "text": "hi", "timestamp": "9999-12-31T23:59:59-12:00"}', "timestamp"),  # no UTC date
     ('{"user_id": "ana", "text": "tea \\ud800"}', "not valid Unicode"),
     ('{"user_id": "ana", "text": "tea", "metadata": {"note": "\\udfff"}}', "not valid Unicode"),
-    ('{"user_id": "ana", "text": "tea", "metadata": {"n": NaN}}', "number nan: numbers must be finite"),
-    ('{"user_id": "ana", "text": "tea", "metadata": {"n": [-Infinity]}}', "number -inf"),
-    ('{"user_id": "ana", "text": "tea", "metadata": {"n": 1e999}}', "number inf"),
+    ('{"user_id": "ana", "text": "tea", "metadata": {"n": NaN}}', "holds nan: numbers must be finite"),
+    ('{"user_id": "ana", "text": "tea", "metadata": {"n": [-Infinity]}}', "holds -inf"),
+    ('{"user_id": "ana", "text": "tea", "metadata": {"n": 1e999}}', "holds inf"),
     ('{"user_id": "ana", "text": "tea", "metadata": ' + '{"a": ' * 33 + "1" + "}" * 34, "deeper than 32 levels"),
     ('{"user_id": "ana", "text": "tea", "metadata": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
 ], ids=["unknown-format", "no-text", "no-user", "bad-user", "unreadable-timestamp", "timestamp-past-utc",
         "surrogate-in-text", "surrogate-in-metadata", "nan", "minus-infinity", "overflowing-number",
         "metadata-33-deep", "json-too-deep"])
 def test_bad_lines_are_named(raw, problem):
-    with pytest.raises(ValueError, match=problem):
-        parse_line(raw, None)
+    """What `read_file` checks of every line before anything is imported."""
+    with pytest.raises((ValueError, Invalid), match=problem):
+        check_turns([parse_line(raw, None).turn], Settings())
 
 
 def test_metadata_nested_32_deep_and_a_surrogate_pair_are_kept():
