@@ -37,7 +37,7 @@ from dcpm.errors import (
 )
 from dcpm.store.db import Database
 from dcpm.store.models import AccessControl, ApiKey, utcnow
-from dcpm.write.stored_values import check_text
+from dcpm.stored_values import check_text
 
 log = logging.getLogger("dcpm.auth")
 

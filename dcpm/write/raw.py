@@ -16,7 +16,7 @@ from dcpm.domain import EventAction, ItemKind, RawStatus, Turn, as_utc
 from dcpm.errors import Invalid
 from dcpm.store import events
 from dcpm.store.models import RawInput, User, utcnow
-from dcpm.write.stored_values import check_metadata, check_text
+from dcpm.stored_values import check_metadata, check_text
 
 # Namespace for deterministic raw ids, so re-importing a file finds what is already there.
 RAW_ID_NAMESPACE = uuid.UUID("6f1d3c1e-2b53-4d3f-9a57-5f2f0f6d8a10")
@@ -32,14 +32,14 @@ def check_turns(turns: Sequence[Turn], settings: Settings) -> None:
         raise Invalid(f"too many messages: {len(turns)} > {settings.max_messages}")
     seen: dict[str, int] = {}
     for number, turn in enumerate(turns, 1):
-        if not any(ch.isprintable() and not ch.isspace() for ch in turn.text):  # zero-width characters too
-            raise Invalid(f"message {number} is empty")
-        if len(turn.text) > settings.max_text_chars:
-            raise Invalid(f"message {number} is {len(turn.text)} characters; the limit is {settings.max_text_chars}")
         for what, text in (("", turn.text), ("speaker of ", turn.speaker), ("role of ", turn.role),
                            ("session id of ", turn.session_id)):
             if text is not None:
                 check_text(text, f"the {what}message {number}")
+        if not any(ch.isprintable() and not ch.isspace() for ch in turn.text):  # zero-width characters too
+            raise Invalid(f"message {number} is empty")
+        if len(turn.text) > settings.max_text_chars:
+            raise Invalid(f"message {number} is {len(turn.text)} characters; the limit is {settings.max_text_chars}")
         check_metadata(turn.metadata, f"the metadata of message {number}")
         if turn.timestamp is not None:
             as_utc(turn.timestamp)  # a date whose UTC time is out of range is refused here, not at the commit

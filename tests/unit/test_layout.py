@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "dcpm"
 
 # Lowest first. A module of one rank may import modules of the same or a lower rank.
 LAYERS = [
-    {"errors", "config", "setting_types", "domain", "metrics"},
+    {"errors", "config", "setting_types", "domain", "stored_values", "metrics"},
     {"store", "embedding", "llm", "testing"},
     {"index"},
     {"api"},
