@@ -109,7 +109,8 @@ def collect(threads: int) -> dict:
                                   np.array([dense[i] for i in ids]), np.array([sparse.get(i, 0.0) for i in ids]))
                 rows.append(row)
             print(f"{user}: {len(rows)} queries", flush=True)
-        return {"points": svc.index.count(), "rows": rows}
+        return {"points": svc.index.count(), "rows": rows, "idf_per_user": svc.index.idf_per_user,
+                "user_points": {s["sample_id"]: svc.index.count(s["sample_id"]) for s in samples}}
     finally:
         svc.close()
 
@@ -203,6 +204,12 @@ def main(argv: list[str] | None = None) -> int:
     from dcpm.read.search import calibration
 
     rows, scale = collected["rows"], rare_word_idf(collected["points"])
+    if collected.get("idf_per_user"):  # each user's BM25 counts their own N: k in each user's rare-word IDFs
+        for row in rows:
+            unit = rare_word_idf(collected["user_points"][row["user"]])
+            row.update({label: (hit, dense, sparse / unit) for label, (hit, dense, sparse) in row.items()
+                        if label != "set" and label != "user"})
+        scale = 1.0
     settings = Settings()
     current, threshold = calibration(settings, scale), settings.search_threshold
     # the default before issue 15 (k in BM25)

@@ -92,9 +92,22 @@ def collect(args: argparse.Namespace, samples: list[dict], questions: dict) -> d
                     print(f"{name}: {n}/{len(asked)} questions", flush=True)
             out[name] = rows
         out["dia"] = dia_ids(svc.db)
+        out["idf_per_user"] = svc.index.idf_per_user
         return out
     finally:
         svc.close()
+
+
+def in_rare_word_units(collected: dict[str, Any]) -> None:
+    """Every BM25 score divided by its user's rare-word IDF, as dcpm.read.lexical_scale scales k
+    per user: one calibration then applies to every user's rows."""
+    from dcpm.read.lexical_scale import rare_word_idf
+
+    unit = {user: rare_word_idf(len(ids)) for user, ids in collected["dia"].items()}
+    for encoder in ENCODERS:
+        for rows in collected[encoder].values():
+            rows[:] = [(user, gold, dense, {i: s / unit[user] for i, s in sparse.items()})
+                       for user, gold, dense, sparse in rows]
 
 
 def dia_ids(db) -> dict[str, dict[str, str]]:
@@ -196,7 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, values in fitted_on.items():
         print(f"  {name:<26} min/p5/p25/p50/p75/p95/max {percentiles(values)}")
     settings = Settings()
-    scale = rare_word_idf(sum(len(ids) for ids in collected["dia"].values()))  # the shard's N: every turn
+    if collected.get("idf_per_user"):  # each user's BM25 counts their own N (dcpm.index.user_idf)
+        in_rare_word_units(collected)
+        scale = 1.0
+    else:  # an index counting every turn (before IDF per user)
+        scale = rare_word_idf(sum(len(ids) for ids in collected["dia"].values()))
     base = calibration(settings, scale)
     report: dict[str, Any] = {"fitted": {"center": center, "width": width, **fitted_on}, "settings": {}}
     print(f"\nsettings: alpha {base.alpha}, center {base.dense_center}, width {base.dense_width}, "

@@ -148,8 +148,8 @@ def test_an_import_line_the_store_cannot_keep_is_refused_up_front_by_line(tmp_pa
     result = run_cli(data_dir, "import", str(path), check=False)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert "4 bad line(s)" in result.stderr and "nothing was imported" in result.stderr
-    for number, problem in ((2, "not valid Unicode"), (3, "nested deeper than 32 levels"), (4, "number nan"),
-                            (5, "number inf")):
+    for number, problem in ((2, "not valid Unicode"), (3, "nested deeper than 32 levels"), (4, "holds nan"),
+                            (5, "holds inf")):
         assert f"line {number}: " in result.stderr and problem in result.stderr.split(f"line {number}: ")[1]
     assert cli_json(data_dir, "users") == []
 

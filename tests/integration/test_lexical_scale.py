@@ -1,7 +1,7 @@
 """The lexical half point is set in rare-word IDFs and turned into BM25 points per search
 (dcpm.read.lexical_scale), because BM25 grows with the points its IDF counts. The scale must move
-exactly as each backend's BM25 moves: with every point of the index (qdrant-edge, Qdrant), with
-the user's own points only (pgvector)."""
+exactly as each backend's BM25 moves: with the user's own points only, on every backend (an
+index built before IDF per user, counting every point, is in test_idf_per_user)."""
 
 from __future__ import annotations
 
@@ -38,10 +38,7 @@ def test_the_scale_moves_as_the_backends_bm25_moves(backend, tmp_path, embedder,
     finally:
         svc.close()
     assert after / before == pytest.approx(scale_after / scale_before, rel=1e-3)
-    if backend == "pgvector":
-        assert scale_after == scale_before  # another user's points are not in this user's IDF
-    else:
-        assert scale_after == pytest.approx(rare_word_idf(len(ANA_TURNS) + 1 + len(BOB_TURNS)))
+    assert scale_after == scale_before == pytest.approx(rare_word_idf(len(ANA_TURNS) + 1))  # bob's are not ana's
 
 
 def test_the_count_is_read_once_a_minute_and_per_user_only_where_idf_is(monkeypatch):
