@@ -207,8 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     if collected.get("idf_per_user"):  # each user's BM25 counts their own N: k in each user's rare-word IDFs
         for row in rows:
             unit = rare_word_idf(collected["user_points"][row["user"]])
-            row.update({label: (hit, dense, sparse / unit) for label, (hit, dense, sparse) in row.items()
-                        if label != "set" and label != "user"})
+            row.update({label: (row[label][0], row[label][1], row[label][2] / unit) for label in ENCODERS})
         scale = 1.0
     settings = Settings()
     current, threshold = calibration(settings, scale), settings.search_threshold
