@@ -22,7 +22,6 @@ import shutil
 import threading
 import time
 from collections.abc import Sequence
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +57,7 @@ class EdgeIndex:
         self.settings = settings
         self.marker = Path(settings.data_dir) / PURGE_MARKER
         self.idf_per_user = user_idf.per_user(None, sparse_uses_idf)  # _check_meta: an older shard may not
+        self._frequencies = user_idf.Frequencies(self.count, self._holding)
         self._write_lock = threading.Lock()
         self._gate = SharedLock()
         self._finish_swap()
@@ -153,12 +153,14 @@ class EdgeIndex:
                                       "(the rows are kept and indexed at the next start)") from exc
                 raise
             self._changed()
+        self._frequencies.forget({p.payload.get("user_id") for p in points})
 
     def delete(self, ids: Sequence[str]) -> None:
         if ids:
             with self._write_lock:
                 self._changed(deleted=True)  # before the delete: a crash in it leaves the marker
                 self._shard.update(qe.UpdateOperation.delete_points(list(ids)))
+            self._frequencies.forget()
 
     def set_payload(self, ids: Sequence[str], payload: dict[str, Any]) -> None:
         if ids:
@@ -171,7 +173,7 @@ class EdgeIndex:
             if not vector.indices:
                 return []
             if self.idf_per_user:
-                vector = user_idf.weighted(vector, self.count(scope.user_id), partial(self._holding, scope.user_id))
+                vector = self._frequencies.weighted(vector, scope.user_id)
             query_vector: Any = qe.SparseVector(vector.indices, vector.values)
         else:
             query_vector = vector.tolist()
@@ -227,6 +229,7 @@ class EdgeIndex:
             shutil.rmtree(self.path, ignore_errors=True)
             self.meta_path.unlink(missing_ok=True)
             self.idf_per_user = user_idf.per_user(None, self.sparse_uses_idf)  # a new shard counts it per user
+            self._frequencies.forget()
             self._shard = self._open()
             self.marker.unlink(missing_ok=True)  # nothing deleted is left in an empty shard
             self._pending = None

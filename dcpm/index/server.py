@@ -16,7 +16,6 @@ and replicas spread over a cluster's nodes.
 from __future__ import annotations
 
 import threading
-from functools import partial
 from typing import Any, Sequence
 
 import numpy as np
@@ -106,6 +105,7 @@ class QdrantServerIndex:
         self.dim = dim
         self.sparse_uses_idf = sparse_uses_idf
         self.idf_per_user = user_idf.per_user(None, sparse_uses_idf)  # _check_identity: an older one may not
+        self._frequencies = user_idf.Frequencies(self.count, self._holding)
         self._client = _client(settings)
         try:
             if not self._client.collection_exists(self.collection):
@@ -161,10 +161,12 @@ class QdrantServerIndex:
                            payload=user_idf.with_terms(p.payload, p.sparse) if self.idf_per_user else p.payload)
             for p in points
         ], wait=True)
+        self._frequencies.forget({p.payload.get("user_id") for p in points})
 
     def delete(self, ids: Sequence[str]) -> None:
         if ids:
             self._client.delete(self.collection, points_selector=qm.PointIdsList(points=list(ids)), wait=True)
+            self._frequencies.forget()
 
     def set_payload(self, ids: Sequence[str], payload: dict[str, Any]) -> None:
         if ids:
@@ -175,7 +177,7 @@ class QdrantServerIndex:
             if not vector.indices:
                 return []
             if self.idf_per_user:
-                vector = user_idf.weighted(vector, self.count(scope.user_id), partial(self._holding, scope.user_id))
+                vector = self._frequencies.weighted(vector, scope.user_id)
             query: Any = qm.SparseVector(indices=vector.indices, values=vector.values)
         else:
             query = vector.tolist()
@@ -221,6 +223,7 @@ class QdrantServerIndex:
     def clear(self) -> None:
         self._client.delete_collection(self.collection)
         self.idf_per_user = user_idf.per_user(None, self.sparse_uses_idf)  # a new collection counts it per user
+        self._frequencies.forget()
         self._create()
 
     def compact(self) -> bool:
