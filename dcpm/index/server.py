@@ -127,7 +127,7 @@ class QdrantServerIndex:
                                                        or metadata.get(user_idf.RECORD_KEY) == user_idf.PER_USER)}
         where = f"the Qdrant collection {self.collection}"
         action = self.identity.settle(where, found, replace)
-        self.idf_per_user = action == "replace" or user_idf.per_user(found, self.sparse_uses_idf, where)
+        self.idf_per_user = user_idf.per_user(None if action == "replace" else found, self.sparse_uses_idf, where)
         if action == "replace":
             self._client.delete_collection(self.collection)
             self._create()

@@ -76,3 +76,20 @@ def test_an_index_with_the_shared_idf_serves_warns_and_reindex_makes_it_per_user
     with caplog.at_level(logging.WARNING, logger="dcpm.index"):
         MemoryService(settings, embedder=embedder).close()
     assert "dcpm reindex" not in caplog.text
+
+
+@pytest.mark.parametrize("backend", ["edge", "qdrant-local"])
+def test_a_model_with_its_own_lexical_weights_never_gets_an_idf(backend, tmp_path, request):
+    """bge-m3's sparse weights are the model's own: no IDF on them, also in the index that
+    `reindex` makes after the model changed."""
+    from dcpm.index import open_index
+
+    settings = backend_settings(backend, tmp_path / "data", request)
+    first = open_index(settings, 8, False, embedder="bge-m3:one")
+    assert first.idf_per_user is False
+    first.close()
+    replaced = open_index(settings, 8, False, embedder="bge-m3:two", replace=True)
+    try:
+        assert replaced.idf_per_user is False
+    finally:
+        replaced.close()
