@@ -10,12 +10,12 @@ by a few writes moves a logarithm by nothing."""
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 import weakref
 
 from dcpm.index import VectorIndex
+from dcpm.index.user_idf import idf
 
 REFRESH_SECONDS = 60.0
 _cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # index -> {user or None: (read at, N)}
@@ -23,8 +23,8 @@ _lock = threading.Lock()
 
 
 def rare_word_idf(points: int) -> float:
-    """Qdrant's IDF, ln((N - n + 0.5) / (n + 0.5) + 1), of a word held by n = 1 of N points (at least 1)."""
-    return math.log((max(points, 1) - 0.5) / 1.5 + 1.0)
+    """Qdrant's IDF (dcpm.index.user_idf.idf) of a word held by n = 1 of N points (at least 1)."""
+    return idf(max(points, 1), 1)
 
 
 def lexical_scale(index: VectorIndex, user_id: str, weights_unit: float = 1.0) -> float:

@@ -18,6 +18,7 @@ from dcpm.server.caller import Caller
 from dcpm.server.store_metrics import scrape
 from dcpm.service import MemoryService
 
+EXPORT_TYPE = "application/x-ndjson"
 TRANSFER_PREFIX = ".transfer-"
 
 
@@ -26,8 +27,6 @@ def transfer_directory(service: MemoryService) -> tempfile.TemporaryDirectory:
     disk) rather than the system's temp directory, so a crash mid-transfer leaves no copy of a
     user where nobody looks; the daemon clears leftovers at start (dcpm.server.daemon)."""
     return tempfile.TemporaryDirectory(dir=service.settings.data_dir, prefix=TRANSFER_PREFIX)
-
-EXPORT_TYPE = "application/x-ndjson"
 
 
 def operations_router(service: MemoryService, guarded: list[Any]) -> APIRouter:
