@@ -140,7 +140,7 @@ class MemoryService(ProcessParts):
         return remember.backfill(self.writer, progress, retry_failed)
 
     def reindex(self, progress: Progress | None = None) -> int:
-        """Drop every vector and rebuild the index from the relational store."""
+        """Write every vector again from the relational store (dcpm.index.projection.rebuild)."""
         from dcpm.index import projection
 
         started, total, done = time.perf_counter(), projection.count_rows(self.db, only_unindexed=False), 0

@@ -25,9 +25,15 @@ What it measures
       rrf      the shipped adapter's dense lane fused with the frozen hybrid ranking (needs the
                adapter_fusion setting)
     The index is built once; only the query side differs between modes, so every mode ranks the
-    same memories. Why writer-disjoint: the adapter was trained on simulated lives written for
-    scripts/lives/ (one register, one set of writers); neither the haystack nor the inserted
-    turns were written by them or seen in training, so a gain here is association that transfers.
+    same memories.
+    --distractors also inserts into each conversation the cue and fact turns of the nine other
+    conversations, spoken by its own two speakers: the same writer and register as its targets,
+    about other things. Inserted turns are foreign to LoCoMo's register, so any ranking that
+    favours unusual turns (a hubness correction: scripts/eval_hubness.py) lifts them without
+    associating anything; with same-writer distractors beside them it cannot.
+    Why writer-disjoint: the adapter was trained on simulated lives written for scripts/lives/
+    (one register, one set of writers); neither the haystack nor the inserted turns were written
+    by them or seen in training, so a gain here is association that transfers.
 
 Run
     . .venv/bin/activate
@@ -76,6 +82,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--data", type=Path, default=DEFAULT_DATA, help=f"locomo10.json (default {DEFAULT_DATA})")
     p.add_argument("--heldout", type=Path, default=HELDOUT, help="folder of conv-*.json (default scripts/heldout)")
     p.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default 2)")
+    p.add_argument("--distractors", action="store_true",
+                   help="insert the other conversations' cue and fact turns too, as same-writer distractors")
     p.add_argument("--json", type=Path, default=None, metavar="OUT", help="write the numbers and ranks as JSON")
     return p.parse_args(argv)
 
@@ -134,14 +142,33 @@ def misfits(sample: dict, heldout: dict) -> list[str]:
     return problems
 
 
-def conversation_turns(sample: dict, heldout: dict) -> list:
+def distractor_turns(sample: dict, others: list[tuple[dict, dict]]) -> list[tuple[str, dict]]:
+    """The cue and fact turns of other conversations, moved into this one: each spoken by the
+    speaker in the same role (speaker_a or speaker_b) and placed at the same point of its session,
+    or of the last session when this conversation has fewer (ids `other/turn id`, never a target)."""
+    conv = sample["conversation"]
+    sessions = [key for key in conv if key.startswith("session_") and key[8:].isdigit()]
+    last = max(sessions, key=lambda key: int(key[8:]))
+    moved = []
+    for other_sample, other in others:  # (LoCoMo sample, its held-out insertions)
+        speakers = other_sample["conversation"]
+        roles = {speakers["speaker_a"]: conv["speaker_a"], speakers["speaker_b"]: conv["speaker_b"]}
+        for turn_id, insertion in inserted_turns(other):
+            session = insertion["session"] if insertion["session"] in conv else last
+            after = min(insertion["after"], len(conv[session]) - 1)
+            moved.append((f"{other['conversation']}/{turn_id}",
+                          {**insertion, "session": session, "after": after, "speaker": roles[insertion["speaker"]]}))
+    return moved
+
+
+def conversation_turns(sample: dict, heldout: dict, distractors: list[tuple[str, dict]] = ()) -> list:
     """LoCoMo turns in session order (captions appended as scripts/eval_locomo.py does), with each
-    inserted turn placed after LoCoMo turn `after` (0-based; -1 = first) of its session."""
+    inserted turn (and distractor) placed after LoCoMo turn `after` (0-based; -1 = first) of its session."""
     from dcpm.domain import Turn
 
     conv = sample["conversation"]
     inserts: dict[tuple[str, int], list[tuple[str, dict]]] = defaultdict(list)
-    for turn_id, insertion in inserted_turns(heldout):
+    for turn_id, insertion in [*inserted_turns(heldout), *distractors]:
         inserts[(insertion["session"], insertion["after"])].append((turn_id, insertion))
     numbers = sorted(int(key.split("_")[1]) for key in conv if key.startswith("session_") and key[8:].isdigit())
     turns = []
@@ -163,14 +190,16 @@ def conversation_turns(sample: dict, heldout: dict) -> list:
 
 
 # --- run ------------------------------------------------------------------------------------
-def import_conversations(svc, samples: list[dict], heldout: dict[str, dict]) -> int:
+def import_conversations(svc, samples: list[dict], heldout: dict[str, dict], distractors: bool = False) -> int:
     """Import every conversation as one user's raw turns; hits name their turn by metadata dia_id."""
     from dcpm.write.raw import deterministic_raw_id
 
     batch = min(svc.settings.import_batch_size, svc.settings.max_messages)
     imported = 0
     for sample in samples:
-        turns = conversation_turns(sample, heldout[sample["sample_id"]])
+        others = [(other, heldout[other["sample_id"]]) for other in samples
+                  if distractors and other is not sample]
+        turns = conversation_turns(sample, heldout[sample["sample_id"]], distractor_turns(sample, others))
         for turn in turns:  # the store wants UUIDs; deterministic ones, as scripts/eval_locomo.py makes
             turn.id = deterministic_raw_id(sample["sample_id"], turn, 0)
         for start in range(0, len(turns), batch):
@@ -189,7 +218,8 @@ def ranks_for_mode(svc, heldout: dict[str, dict], associative: bool) -> list[dic
                                               kinds=["raw"], threshold=0, associative=associative))
             found = [hit.metadata.get("dia_id") for hit in result.hits]
             rank = found.index(query["target"]) + 1 if query["target"] in found else None
-            rows.append({"user": user_id, **query, "rank": rank})
+            distracted = sum("/" in (name or "") for name in found[:10])
+            rows.append({"user": user_id, **query, "rank": rank, "distractors_in_top10": distracted})
     return rows
 
 
@@ -200,7 +230,9 @@ def summarize(rows: list[dict]) -> dict[str, dict[str, float]]:
         if ranks:
             out[name] = {"n": len(ranks), **{f"R@{k}": sum(r is not None and r <= k for r in ranks) / len(ranks)
                                              for k in KS},
-                         "MRR": sum(1 / r for r in ranks if r) / len(ranks)}
+                         "MRR": sum(1 / r for r in ranks if r) / len(ranks),
+                         "distractors@10": sum(r.get("distractors_in_top10", 0) for r in rows if r["set"] == name)
+                         / len(ranks)}
     kinds = sorted({r["kind"] for r in rows if r["set"] == "cue"})
     for kind in kinds:
         ranks = [r["rank"] for r in rows if r["set"] == "cue" and r["kind"] == kind]
@@ -302,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         svc = MemoryService(mode_settings("frozen", data_dir))
         embedder = svc.embedder
         try:
-            turns = import_conversations(svc, samples, heldout)
+            turns = import_conversations(svc, samples, heldout, args.distractors)
             svc.index.optimize()
         finally:
             svc.close()

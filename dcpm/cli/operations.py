@@ -31,7 +31,7 @@ def restore(path: Path) -> None:
 
 
 def reindex() -> None:
-    """Rebuild the vector index from the relational store."""
+    """Write every vector again from the relational store (searches go on meanwhile)."""
     with memory() as mem, progress() as bar:
         task = bar.add_task("reindexing", total=None)  # indeterminate until the first count arrives
         points = mem.reindex(lambda done, total: bar.update(task, completed=done, total=total))

@@ -183,6 +183,10 @@ class VectorIndex(Protocol):
 
     def existing(self, ids: Sequence[str]) -> set[str]: ...
 
+    def ids(self) -> Iterator[str]:
+        """Every point's id (reindex removes the points no row of the store has)."""
+        ...
+
     def count(self, user_id: str | None = None) -> int: ...
 
     def optimize(self) -> bool:
@@ -190,8 +194,8 @@ class VectorIndex(Protocol):
         ...
 
     def clear(self) -> None:
-        """Drop every point (reindex starts from an empty index); searches meanwhile see an empty
-        or partly rebuilt index, never an error."""
+        """Drop every point (reindex of an index of an older layout starts from an empty one);
+        searches meanwhile see an empty or partly rebuilt index, never an error."""
         ...
 
     def compact(self) -> bool:

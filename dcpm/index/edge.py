@@ -21,7 +21,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +34,14 @@ from dcpm.errors import StorageFull, is_disk_full
 from dcpm.index import user_idf
 from dcpm.index.base import DENSE, SPARSE, Hit, IndexPoint, PendingPurge, Scope, SharedLock
 from dcpm.index.edge_filter import match, scope_filter
+from dcpm.index.edge_swap import finish_swap, sibling
 from dcpm.index.identity import IndexIdentity
 
 log = logging.getLogger("dcpm.index")
 SHARD_DIR = "vectors"
 META_FILE = "vectors.json"
 PURGE_MARKER = "vectors.purge-pending"  # exists while deleted points still have bytes in the shard
-COPY_BATCH = 512  # points per scroll page when compaction copies the survivors
+COPY_BATCH = 512  # points per scroll page (compaction copies the survivors a page at a time)
 
 
 class EdgeIndex:
@@ -60,7 +61,7 @@ class EdgeIndex:
         self._frequencies = user_idf.Frequencies(self.count, self._holding)
         self._write_lock = threading.Lock()
         self._gate = SharedLock()
-        self._finish_swap()
+        finish_swap(self.path)
         self._check_meta(replace)
         self._shard = self._open()
         now = time.monotonic()
@@ -96,18 +97,6 @@ class EdgeIndex:
         partial.write_text(json.dumps(user_idf.record(self.identity.record(), self.idf_per_user)))
         os.replace(partial, self.meta_path)
 
-    def _sibling(self, role: str) -> Path:
-        return self.path.with_name(f"{SHARD_DIR}.{role}")
-
-    def _finish_swap(self) -> None:
-        """After a crash inside `compact`: a complete new shard waiting to replace a moved-away
-        old one is put in place; leftovers of either are removed."""
-        fresh, old = self._sibling("compacted"), self._sibling("old")
-        if not self.path.exists() and fresh.exists() and old.exists():
-            fresh.rename(self.path)
-        shutil.rmtree(fresh, ignore_errors=True)
-        shutil.rmtree(old, ignore_errors=True)
-
     def _open(self) -> qe.EdgeShard:
         if self.path.exists() and any(self.path.iterdir()):
             return qe.EdgeShard.load(str(self.path))
@@ -118,13 +107,13 @@ class EdgeIndex:
     def _create(self, path: Path) -> qe.EdgeShard:
         path.mkdir(parents=True, exist_ok=True)
         shard = qe.EdgeShard.create(str(path), self._config())
-        shard.update(qe.UpdateOperation.create_field_index("user_id", qe.KeywordIndexParams(is_tenant=True)))
-        shard.update(qe.UpdateOperation.create_field_index("kind", qe.PayloadSchemaType.Keyword))
-        shard.update(qe.UpdateOperation.create_field_index("session_id", qe.PayloadSchemaType.Keyword))
-        shard.update(qe.UpdateOperation.create_field_index("valid_from", qe.PayloadSchemaType.Float))
-        shard.update(qe.UpdateOperation.create_field_index("valid_to", qe.PayloadSchemaType.Float))
+        keyword, number = qe.PayloadSchemaType.Keyword, qe.PayloadSchemaType.Float
+        fields = {"user_id": qe.KeywordIndexParams(is_tenant=True), "kind": keyword, "session_id": keyword,
+                  "valid_from": number, "valid_to": number}
         if self.idf_per_user:
-            shard.update(qe.UpdateOperation.create_field_index(user_idf.TERMS, qe.PayloadSchemaType.Integer))
+            fields[user_idf.TERMS] = qe.PayloadSchemaType.Integer
+        for name, schema in fields.items():
+            shard.update(qe.UpdateOperation.create_field_index(name, schema))
         return shard
 
     def _changed(self, deleted: bool = False) -> None:
@@ -209,6 +198,19 @@ class EdgeIndex:
             records = self._shard.retrieve(list(ids), with_payload=False, with_vector=False)
         return {str(r.id) for r in records}
 
+    def ids(self) -> Iterator[str]:
+        return (str(r.id) for page in self._pages(with_payload=False, with_vector=False) for r in page)
+
+    def _pages(self, **fields: bool) -> Iterator[list]:
+        """The shard's points, a scroll page at a time (searches and writes go on between pages)."""
+        offset, more = None, True
+        while more:
+            with self._gate.shared():
+                records, offset = self._shard.scroll(qe.ScrollRequest(offset=offset, limit=COPY_BATCH, **fields))
+            more = offset is not None
+            if records:
+                yield records
+
     def count(self, user_id: str | None = None) -> int:
         flt = qe.Filter(must=[match("user_id", user_id)]) if user_id else None
         with self._gate.shared():
@@ -244,7 +246,7 @@ class EdgeIndex:
         with self._write_lock:
             if self._pending is None:
                 return False
-            fresh_path, old_path = self._sibling("compacted"), self._sibling("old")
+            fresh_path, old_path = sibling(self.path, "compacted"), sibling(self.path, "old")
             shutil.rmtree(fresh_path, ignore_errors=True)
             try:
                 self._copy_survivors(fresh_path)
@@ -267,15 +269,8 @@ class EdgeIndex:
     def _copy_survivors(self, path: Path) -> None:
         fresh = self._create(path)
         try:
-            offset = None
-            while True:
-                records, offset = self._shard.scroll(qe.ScrollRequest(offset=offset, limit=COPY_BATCH,
-                                                                      with_payload=True, with_vector=True))
-                if records:
-                    fresh.update(qe.UpdateOperation.upsert_points([qe.Point(r.id, r.vector, r.payload)
-                                                                   for r in records]))
-                if offset is None:
-                    break
+            for records in self._pages(with_payload=True, with_vector=True):
+                fresh.update(qe.UpdateOperation.upsert_points([qe.Point(r.id, r.vector, r.payload) for r in records]))
             fresh.flush()
             fresh.optimize()
         finally:

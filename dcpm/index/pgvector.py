@@ -29,7 +29,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import psycopg
@@ -231,6 +231,10 @@ class PgVectorIndex:
 
     def existing(self, ids: Sequence[str]) -> set[str]:
         return {row[0] for row in self._by_id(sql.SQL(""), ids)} if ids else set()
+
+    def ids(self) -> Iterator[str]:
+        with self._pool.connection() as conn:  # read at once (36 bytes a point), not holding a connection
+            return iter([row[0] for row in conn.execute(sql.SQL("SELECT id FROM {}").format(self.t.points))])
 
     def _by_id(self, columns: sql.Composable, ids: Sequence[str], *params: Any) -> list:
         with self._pool.connection() as conn:  # q.by_id: id, then `columns`, whose parameters come first

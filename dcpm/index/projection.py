@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from dcpm.domain import ItemKind
 from dcpm.embedding import Embedder
 from dcpm.errors import StorageFull
-from dcpm.index import IndexPoint, VectorIndex
+from dcpm.index import IndexPoint, VectorIndex, user_idf
 from dcpm.index.base import METADATA, OPEN_END
 from dcpm.store.db import Database
 from dcpm.store.models import Item, Node, RawInput, utcnow
@@ -233,7 +233,31 @@ def repair(db: Database, index: VectorIndex, embedder: Embedder, progress: Progr
 
 
 def rebuild(db: Database, index: VectorIndex, embedder: Embedder, progress: Progress | None = None) -> int:
-    """`dcpm reindex`: drop every vector and rebuild from the relational store (which also writes
-    payload fields added since a point was indexed, such as `metadata`)."""
-    index.clear()
-    return index_all(db, index, embedder, only_unindexed=False, progress=progress)
+    """`dcpm reindex`: write every row's point again from the relational store (fresh vectors, and
+    payload fields added since a point was indexed, such as `metadata`), then remove points that
+    no row has. Each point is overwritten in place, so searches meanwhile find every memory (by
+    its old vector until its new one is written). An index of an older layout (BM25's IDF over
+    every user: dcpm.index.user_idf) is emptied first, as its layout cannot change in place."""
+    if index.idf_per_user != user_idf.per_user(None, index.sparse_uses_idf):
+        index.clear()
+    written = index_all(db, index, embedder, only_unindexed=False, progress=progress)
+    stray = _points_without_rows(db, index)
+    if stray:
+        log.info("reindex removed %d points that no row of the store has", len(stray))
+        index.delete(stray)
+    return written
+
+
+def _points_without_rows(db: Database, index: VectorIndex, batch: int = 1000) -> list[str]:
+    """Ids in the index of no raw turn, item or node. Points are written only for committed rows
+    and deletes remove them before and after their commit, so these are leftovers (of a crash
+    between a delete's commit and its second removal, or of an index restored from a backup)."""
+    stray: list[str] = []
+    ids = list(index.ids())
+    with db.session() as session:
+        for start in range(0, len(ids), batch):
+            chunk = ids[start:start + batch]
+            present = {row_id for model, _ in MODELS
+                       for row_id in session.scalars(select(model.id).where(model.id.in_(chunk)))}
+            stray += [point_id for point_id in chunk if point_id not in present]
+    return stray

@@ -16,7 +16,7 @@ and replicas spread over a cluster's nodes.
 from __future__ import annotations
 
 import threading
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 from qdrant_client import QdrantClient
@@ -208,6 +208,15 @@ class QdrantServerIndex:
             return set()
         return {str(r.id) for r in self._client.retrieve(self.collection, ids=list(ids), with_vectors=False,
                                                           with_payload=False)}
+
+    def ids(self) -> Iterator[str]:
+        offset = None
+        while True:
+            points, offset = self._client.scroll(self.collection, limit=1024, offset=offset, with_payload=False,
+                                                 with_vectors=False)
+            yield from (str(p.id) for p in points)
+            if offset is None:
+                return
 
     def count(self, user_id: str | None = None) -> int:
         flt = qm.Filter(must=[_match("user_id", user_id)]) if user_id else None

@@ -206,6 +206,38 @@ def test_reindex_clears_and_rebuilds_the_same_answers(svc):
     assert answers() == before and svc.index.count() == points
 
 
+def test_reindex_keeps_every_memory_searchable_while_it_runs(svc):
+    """Reindex overwrites each point in place: between its batches (the turns are rewritten, the
+    items not yet), every search answers as before; it used to empty the index first."""
+    svc.import_turns("ana", list(ANA_TURNS))
+    ana_drinks_chain(svc)
+    queries = ("what does Ana drink", "greyhound", "half marathon")
+
+    def answers() -> list[list[str]]:
+        return [[h.id for h in svc.search(SearchRequest(user_id="ana", query=q)).hits] for q in queries]
+
+    before, points, during = answers(), svc.index.count(), []
+    assert svc.reindex(progress=lambda done, total: during.append((done, total, answers()))) == points
+    assert len(during) >= 2 and during[0][0] < during[0][1]  # a look between batches, not after the last
+    assert all(seen == before for _, _, seen in during)
+    assert answers() == before and svc.index.count() == points
+
+
+def test_reindex_removes_points_that_no_memory_has(svc):
+    """A point left without its row (an index restored from an older backup, a crash between a
+    delete's commit and its second removal) is found by nothing, and reindex removes it."""
+    from dcpm.index.base import IndexPoint
+
+    svc.import_turns("ana", list(ANA_TURNS))
+    stray = str(uuid.uuid4())
+    vectors = svc.embedder.encode_documents(["Ana's old locker code was quokka-4711"])
+    svc.index.upsert([IndexPoint(stray, vectors.dense[0], vectors.sparse[0], {"user_id": "ana", "kind": "raw"})])
+    assert stray in set(svc.index.ids()) and svc.index.count() == len(ANA_TURNS) + 1
+    svc.reindex()
+    assert svc.index.existing([stray]) == set() and svc.index.count() == len(ANA_TURNS)
+    assert set(svc.index.ids()) == set(raw_ids(svc, "ana").values())
+
+
 def test_start_up_repair_restores_points_the_index_lost(svc, embedder):
     svc.import_turns("ana", list(ANA_TURNS))
     lost = list(raw_ids(svc, "ana").values())[:2]

@@ -34,7 +34,8 @@ def operations_router(service: MemoryService, guarded: list[Any]) -> APIRouter:
 
     @router.post("/v1/admin/reindex", tags=["operations"])
     def reindex(caller: Caller) -> dict:
-        """Rebuild the vector index from the relational store."""
+        """Write every vector again from the relational store, in place (searches go on finding
+        every memory), and remove points that no memory has."""
         require_admin(caller)
         return {"points": service.reindex()}
 
