@@ -104,7 +104,7 @@ def create_app(service: MemoryService, bound_host: str | None = None) -> FastAPI
                             headers={"Content-Security-Policy": "default-src 'self'; script-src 'unsafe-inline'; "
                                                                 "style-src 'unsafe-inline'; connect-src 'self'"})
 
-    waiting = WaitingAdds(settings.max_waiting_adds)  # shared by dcpm's and Mem0's add
+    waiting = WaitingAdds(settings.max_waiting_adds, settings.waiting_adds_per_user)  # dcpm's and Mem0's add
     app.include_router(memories_router(service, guarded, waiting))
     for router in (inspection_router, edits_router, consolidation_router, operations_router, keys_router):
         app.include_router(router(service, guarded))
