@@ -1,5 +1,6 @@
 """Limits every tenant shares, which one key must not be able to use against the others: the
-waiting slots for adds. Ana's and Bob's assistants hold a key each."""
+waiting slots for adds and compaction of the vector shard. Ana's and Bob's assistants hold a key
+each."""
 
 from __future__ import annotations
 
@@ -7,14 +8,29 @@ import threading
 import time
 
 import httpx
+from fastapi.testclient import TestClient
+from pydantic import SecretStr
 
+from dcpm.api.models import AddMemoryRequest
 from dcpm.server.app import create_app
 from dcpm.service import MemoryService
 from dcpm.testing.scripted_llm import LLMServer
 
 from .served import served
+from .test_canary_delete import shard_residue
 
+ADMIN = "admin-s3cret"
 BEES = "Ana keeps bees on her allotment"
+SECRET = "Ana's locker code is quokka-4711"
+UNKNOWN_ID = "00000000-0000-0000-0000-000000000000"
+
+
+def bearer(credential: str) -> dict:
+    return {"Authorization": f"Bearer {credential}"}
+
+
+def remember(service, user: str, text: str) -> str:
+    return service.add_memory(AddMemoryRequest(user_id=user, text=text, infer=False, session_id="s1")).raw_ids[0]
 
 
 # --- waiting slots: one user's flood of adds leaves slots to the others ----------------------------
@@ -44,3 +60,29 @@ def test_while_ana_floods_the_daemon_with_adds_bob_still_gets_his_extraction_at_
                 assert first[0].status_code == 201 and first[0].json()["status"] == "done"
         finally:
             service.close()
+
+
+# --- compaction of the shared shard: the admin's to ask for ---------------------------------------
+
+def test_an_api_key_cannot_make_the_daemon_compact_the_shard_every_user_shares(service, settings):
+    service.settings.api_token = SecretStr(ADMIN)
+    secret = remember(service, "ana", SECRET)
+    bob = remember(service, "bob", "Bob plays the cello on Sundays")
+    ana = bearer(service.keys.create_key("ana").key)
+    with TestClient(create_app(service)) as api:
+        for route in (f"/v1/items/{secret}", f"/v1/nodes/{UNKNOWN_ID}", "/v1/users/ana/sessions/s1", "/v1/users/ana"):
+            refused = api.delete(route, params={"compact": "true"}, headers=ana)
+            assert refused.status_code == 403, route
+            assert "needs the admin token" in refused.json()["message"]
+        assert api.get(f"/v1/items/{secret}", headers=ana).status_code == 200  # refused before anything went
+
+        assert api.delete(f"/v1/items/{secret}", headers=ana).json()["deleted"] == [secret]
+        assert shard_residue(settings.data_dir, [secret], (), ["quokka"]) != {}  # until the daemon compacts
+        service.maintenance.compact_max_delay_seconds = 0.0  # as when compact_max_delay_seconds have passed
+        service.maintenance.step()  # the daemon's upkeep loop, one round
+        assert shard_residue(settings.data_dir, [secret], (), ["quokka"]) == {}
+
+        assert api.delete(f"/v1/items/{bob}", params={"compact": "true"}, headers=bearer(ADMIN)).status_code == 200
+        assert service.index.pending_purge() is None  # the admin's delete compacted before answering
+        described = api.get("/openapi.json").json()["paths"]["/v1/items/{memory_id}"]["delete"]["parameters"]
+        assert "Admin token only" in next(p for p in described if p["name"] == "compact")["description"]
