@@ -205,6 +205,9 @@ class Settings(BaseSettings):
     health_cache_seconds: NonNegative = 30.0  # /healthz probes the store, index and LLM at most this often
     max_waiting_adds: Count = 16  # adds waiting for extraction at once; more are answered 202 and extracted later
     max_waiting_adds_per_user: AtLeastOne | None = None  # of those, one user's (unset: a quarter, at least 1)
+    # wrong credentials one client address may send per window; then 429 for it till the window ends (0: off)
+    auth_max_failures: Count = 20
+    auth_failure_window_seconds: Positive = Field(60.0, le=3_600)
 
     # MCP server, `dcpm mcp`
     mcp_user: str = ""  # the user every tool call acts for; empty: the client's request metadata names it

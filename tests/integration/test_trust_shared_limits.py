@@ -1,6 +1,6 @@
 """Limits every tenant shares, which one key must not be able to use against the others: the
-waiting slots for adds and compaction of the vector shard. Ana's and Bob's assistants hold a key
-each."""
+waiting slots for adds, compaction of the vector shard, and the brake on guessing credentials.
+Ana's and Bob's assistants hold a key each; Mallory guesses from an address of her own."""
 
 from __future__ import annotations
 
@@ -86,3 +86,40 @@ def test_an_api_key_cannot_make_the_daemon_compact_the_shard_every_user_shares(s
         assert service.index.pending_purge() is None  # the admin's delete compacted before answering
         described = api.get("/openapi.json").json()["paths"]["/v1/items/{memory_id}"]["delete"]["parameters"]
         assert "Admin token only" in next(p for p in described if p["name"] == "compact")["description"]
+
+
+# --- guessing credentials: an address that keeps failing is refused for a while -------------------
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_an_address_that_sent_too_many_wrong_credentials_is_refused_until_its_window_passes(service):
+    service.settings.api_token = SecretStr(ADMIN)
+    key = service.keys.create_key("ana").key
+    app = create_app(service)  # 20 wrong credentials per 60 s, the defaults
+    clock = app.state.lockout.clock = Clock()
+    with (TestClient(app, client=("203.0.113.7", 5000)) as mallory,
+          TestClient(app, client=("198.51.100.2", 5000)) as assistant):
+        for _ in range(30):
+            assert mallory.get("/v1/users").status_code == 401  # no credential is no guess: never counted
+        for n in range(20):
+            assert mallory.get("/v1/users", headers=bearer(f"guess-{n}")).status_code == 401
+        for credential in ("guess-20", ADMIN, key):  # refused unchecked, a right credential too
+            locked = mallory.get("/v1/users", headers=bearer(credential))
+            assert locked.status_code == 429 and locked.headers["Retry-After"] == "60"
+            assert locked.json()["error"] == "too_many_requests" and "60 s" in locked.json()["message"]
+        health = mallory.get("/healthz", headers=bearer(ADMIN))
+        assert health.status_code == 200 and set(health.json()["store"]) == {"ok"}  # the public view
+        assert assistant.get("/v1/users", headers=bearer(key)).status_code == 200  # another address
+        assert assistant.get("/v1/users", headers=bearer("wrong")).status_code == 401
+
+        clock.now += 59
+        assert mallory.get("/v1/users", headers=bearer(ADMIN)).headers["Retry-After"] == "1"
+        clock.now += 1
+        assert mallory.get("/v1/users", headers=bearer(ADMIN)).status_code == 200
+        assert mallory.get("/v1/users", headers=bearer("guess-21")).status_code == 401  # a new window
