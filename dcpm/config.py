@@ -204,6 +204,10 @@ class Settings(BaseSettings):
     allowed_hosts: list[str] = []  # Host headers accepted besides loopback names and the bound address
     health_cache_seconds: NonNegative = 30.0  # /healthz probes the store, index and LLM at most this often
     max_waiting_adds: Count = 16  # adds waiting for extraction at once; more are answered 202 and extracted later
+    max_waiting_adds_per_user: AtLeastOne | None = None  # of those, one user's (unset: a quarter, at least 1)
+    # wrong credentials one client address may send per window; then 429 for it till the window ends (0: off)
+    auth_max_failures: Count = 20
+    auth_failure_window_seconds: Positive = Field(60.0, le=3_600)
 
     # MCP server, `dcpm mcp`
     mcp_user: str = ""  # the user every tool call acts for; empty: the client's request metadata names it
@@ -257,6 +261,11 @@ class Settings(BaseSettings):
     def vector_backend(self) -> str:
         """The index backend in effect: the one named, else a Qdrant server when a URL is set."""
         return self.index_backend or ("qdrant" if self.qdrant_url else "edge")
+
+    @property
+    def waiting_adds_per_user(self) -> int:
+        """The waiting slots one user may hold: as set, else a quarter of them (at least one)."""
+        return self.max_waiting_adds_per_user or max(1, self.max_waiting_adds // 4)
 
     @property
     def llm_configured(self) -> bool:

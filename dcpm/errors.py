@@ -42,6 +42,19 @@ class Forbidden(DcpmError):
     code = "forbidden"
 
 
+class TooManyRequests(DcpmError):
+    """The caller's address sent too many wrong credentials lately; it may try again after
+    `retry_after` seconds (sent as the Retry-After header)."""
+
+    http_status = 429
+    exit_code = 9
+    code = "too_many_requests"
+
+    def __init__(self, message: str, retry_after: int = 1):
+        super().__init__(message)
+        self.headers = {"Retry-After": str(retry_after)}
+
+
 class NotFound(DcpmError):
     http_status = 404
     exit_code = 4

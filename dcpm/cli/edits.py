@@ -19,7 +19,8 @@ def delete(memory_id: Annotated[Optional[str], typer.Argument(help="An item or r
            yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
            purge: Annotated[bool, typer.Option("--purge", help="Return only once the vector shard holds no byte of "
                                                              "what was deleted (the daemon otherwise compacts it "
-                                                             "within minutes).")] = False,
+                                                             "within minutes); through a daemon, admin token "
+                                                             "only.")] = False,
            as_json: JsonFlag = False) -> None:
     """Hard delete, gone everywhere: rows, revisions, vectors, evidence, event text."""
     targets = sum(x is not None for x in (memory_id, node, user))

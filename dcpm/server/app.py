@@ -22,6 +22,7 @@ from dcpm.server.capacity import WaitingAdds
 from dcpm.server.docs_pages import add_docs_pages
 from dcpm.server.guards import BodyLimit, BodyTooLarge, SameOrigin, error_body, too_large, trusted_hosts
 from dcpm.server.health import HealthReport, public_view, sees_details
+from dcpm.server.lockout import CredentialLockout
 from dcpm.server.mem0.routes import mem0_router
 from dcpm.server.routes.consolidation import consolidation_router
 from dcpm.server.routes.edits import edits_router
@@ -59,10 +60,12 @@ def create_app(service: MemoryService, bound_host: str | None = None) -> FastAPI
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=trusted_hosts(bound_host, settings.allowed_hosts),
                            www_redirect=False)
     app.state.service = service  # read by dcpm.server.caller to authenticate each request
+    app.state.lockout = CredentialLockout(settings.auth_max_failures, settings.auth_failure_window_seconds)
 
     @app.exception_handler(DcpmError)
     async def _dcpm_error(_: Request, exc: DcpmError) -> JSONResponse:
-        return JSONResponse(error_body(exc.code, exc.message), status_code=exc.http_status)
+        return JSONResponse(error_body(exc.code, exc.message), status_code=exc.http_status,
+                            headers=getattr(exc, "headers", None))  # TooManyRequests: Retry-After
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -91,11 +94,11 @@ def create_app(service: MemoryService, bound_host: str | None = None) -> FastAPI
     health = HealthReport(service.health, settings.health_cache_seconds)
 
     @app.get("/healthz", tags=["operations"])
-    def healthz(authorization: Annotated[str | None, Header()] = None) -> dict:
+    def healthz(request: Request, authorization: Annotated[str | None, Header()] = None) -> dict:
         """Store, index, embedder and LLM reachability, probed at most every `health_cache_seconds`.
         Once access control is on, only the admin sees more than whether each part is up."""
         report = health.current()
-        return report if sees_details(authorization, settings, service.db) else public_view(report)
+        return report if sees_details(request, authorization) else public_view(report)
 
     @app.get("/admin", response_class=HTMLResponse, include_in_schema=False)
     def admin_page() -> HTMLResponse:
@@ -104,7 +107,7 @@ def create_app(service: MemoryService, bound_host: str | None = None) -> FastAPI
                             headers={"Content-Security-Policy": "default-src 'self'; script-src 'unsafe-inline'; "
                                                                 "style-src 'unsafe-inline'; connect-src 'self'"})
 
-    waiting = WaitingAdds(settings.max_waiting_adds)  # shared by dcpm's and Mem0's add
+    waiting = WaitingAdds(settings.max_waiting_adds, settings.waiting_adds_per_user)  # dcpm's and Mem0's add
     app.include_router(memories_router(service, guarded, waiting))
     for router in (inspection_router, edits_router, consolidation_router, operations_router, keys_router):
         app.include_router(router(service, guarded))

@@ -7,12 +7,27 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Request
 
-from dcpm.auth import Principal, authenticate
+from dcpm.auth import Principal, authenticate, credential
+from dcpm.errors import Unauthorized
+
+
+def principal_of(request: Request, header: str | None) -> Principal:
+    """The principal `header` proves, unless the request's address is locked out for sending too
+    many wrong credentials (dcpm.server.lockout): then TooManyRequests, the credential unchecked.
+    A missing credential is no guess and is not counted."""
+    service, lockout = request.app.state.service, request.app.state.lockout
+    address = request.client.host if request.client else ""
+    lockout.check(address)
+    try:
+        return authenticate(header, service.settings, service.db)
+    except Unauthorized:
+        if credential(header) is not None:
+            lockout.failed(address)
+        raise
 
 
 def current_principal(request: Request, authorization: Annotated[str | None, Header()] = None) -> Principal:
-    service = request.app.state.service
-    return authenticate(authorization, service.settings, service.db)
+    return principal_of(request, authorization)
 
 
 # FastAPI resolves a dependency once per request, so a router's `dependencies` and a route's

@@ -9,10 +9,10 @@ import threading
 import time
 from typing import Callable
 
-from dcpm.auth import authenticate
-from dcpm.config import Settings
-from dcpm.errors import Unauthorized
-from dcpm.store.db import Database
+from fastapi import Request
+
+from dcpm.errors import TooManyRequests, Unauthorized
+from dcpm.server.caller import principal_of
 
 PARTS = ("store", "index", "embedder", "llm")
 
@@ -39,9 +39,11 @@ def public_view(report: dict) -> dict:
             **{part: {"ok": report[part].get("ok")} for part in PARTS if isinstance(report.get(part), dict)}}
 
 
-def sees_details(header: str | None, settings: Settings, db: Database) -> bool:
-    """The admin (any caller while access control is off) sees the whole report."""
+def sees_details(request: Request, header: str | None) -> bool:
+    """The admin (any caller while access control is off) sees the whole report. A wrong credential
+    counts towards its address's lockout like anywhere else, but a locked-out address still gets
+    the public view: a health probe is never refused."""
     try:
-        return authenticate(header, settings, db).is_admin
-    except Unauthorized:
+        return principal_of(request, header).is_admin
+    except (Unauthorized, TooManyRequests):
         return False

@@ -57,6 +57,10 @@ def test_the_lexical_gate_can_be_switched_off_from_the_environment(monkeypatch):
     ("dbscan_eps_initial", "0", "greater than 0"),
     ("consolidation_cron", "garbage", "'garbage' is not a crontab expression"),
     ("consolidation_cron", "0 3 * * 9", "is not a crontab expression"),
+    ("max_waiting_adds_per_user", "0", "greater than or equal to 1"),
+    ("auth_max_failures", "-1", "greater than or equal to 0"),
+    ("auth_failure_window_seconds", "0", "greater than 0"),
+    ("auth_failure_window_seconds", "86400", "less than or equal to 3600"),
     ("database_url", "bogus://x", "SQLAlchemy knows no database 'bogus'"),
     ("database_url", "not a url", "not a database URL"),
     ("pgvector_url", "mysql://dcpm:hunter2@db/dcpm", "the driver for 'mysql' URLs is not installed"),
@@ -95,3 +99,10 @@ def test_an_unknown_key_in_the_toml_file_is_refused_by_name_and_an_unknown_varia
     toml.write_text("hybrid_alpha = 0.6\n")
     monkeypatch.setenv("DCPM_SOME_OTHER_TOOL", "1")
     assert Settings().hybrid_alpha == 0.6
+
+
+def test_one_user_may_hold_a_quarter_of_the_waiting_slots_unless_told_otherwise(monkeypatch):
+    assert Settings().waiting_adds_per_user == 4  # of 16
+    assert Settings(max_waiting_adds=2).waiting_adds_per_user == 1  # never none while slots exist
+    monkeypatch.setenv("DCPM_MAX_WAITING_ADDS_PER_USER", "16")
+    assert Settings().waiting_adds_per_user == 16

@@ -77,7 +77,8 @@ def mem0_router(service: MemoryService, guarded: list[Any], waiting: WaitingAdds
     @router.post("/v3/memories/add/", response_model=Mem0AddResponse)
     def add(body: Mem0AddRequest, caller: Caller) -> Mem0AddResponse:
         """Remember messages; with `infer` (default) facts are extracted before the answer, unless
-        `max_waiting_adds` adds already wait (then PENDING, extracted in the background)."""
+        `max_waiting_adds` adds, or the user's `max_waiting_adds_per_user`, already wait (then
+        PENDING, extracted in the background)."""
         scope = request_scope(body)
         require_user(caller, scope.user_id)
         with waiting.admit(add_request(body, scope)) as request:

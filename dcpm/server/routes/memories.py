@@ -29,7 +29,8 @@ def memories_router(service: MemoryService, guarded: list[Any], waiting: Waiting
                  responses={202: {"model": AddMemoryResponse}})
     def add_memory(request: AddMemoryRequest, caller: Caller) -> JSONResponse:
         """Remember turns. They are stored verbatim before anything else and searchable at once.
-        While `max_waiting_adds` adds already wait for extraction, this one does not (202)."""
+        While `max_waiting_adds` adds already wait for extraction, or the user's share of them
+        (`max_waiting_adds_per_user`), this one does not (202)."""
         require_user(caller, request.user_id)
         with waiting.admit(request) as admitted:
             result = service.add_memory(admitted)
