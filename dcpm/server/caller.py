@@ -7,23 +7,28 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Request
 
-from dcpm.auth import Principal, authenticate, credential
+from dcpm.auth import Principal, authenticate, credential, key_hash
 from dcpm.errors import Unauthorized
 
 
 def principal_of(request: Request, header: str | None) -> Principal:
     """The principal `header` proves, unless the request's address is locked out for sending too
-    many wrong credentials (dcpm.server.lockout): then TooManyRequests, the credential unchecked.
-    A missing credential is no guess and is not counted."""
+    many wrong credentials and this one never succeeded (dcpm.server.lockout): then
+    TooManyRequests, the credential unchecked. A missing credential is no guess and is not counted."""
     service, lockout = request.app.state.service, request.app.state.lockout
     address = request.client.host if request.client else ""
-    lockout.check(address)
+    value = credential(header)
+    proof = key_hash(value) if value is not None else None
+    lockout.check(address, proof)
     try:
-        return authenticate(header, service.settings, service.db)
+        principal = authenticate(header, service.settings, service.db)
     except Unauthorized:
-        if credential(header) is not None:
+        if proof is not None:
             lockout.failed(address)
         raise
+    if proof is not None:
+        lockout.succeeded(proof)
+    return principal
 
 
 def current_principal(request: Request, authorization: Annotated[str | None, Header()] = None) -> Principal:

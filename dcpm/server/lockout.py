@@ -1,10 +1,13 @@
 """A brake on guessing credentials: the admin token is chosen by a person and may be weak. After
 `auth_max_failures` wrong credentials from one client address within `auth_failure_window_seconds`
-(counted from its first failure), every request from that address is answered 429 with
-Retry-After, its credential not checked, until the window ends. A success never clears the count
-(else a key holder could interleave good requests with guesses at the admin token) and is never
-slowed. The lockout is the address's: clients behind one address (loopback, a NAT) share it.
-In memory, per process; the table holds at most MAX_ADDRESSES, the oldest dropped first."""
+(counted from its first failure), a request from that address is answered 429 with Retry-After,
+its credential not checked, until the window ends; unless its credential already succeeded in
+this process. So a guesser gets no answer about a new guess (a right one included, else guessing
+would go on, told apart by the answer), while the clients that share its address (every local
+client on loopback, a NAT) go on working with the keys they were using. A success never clears
+the count (else a key holder could interleave good requests with guesses at the admin token) and
+is never slowed. In memory, per process; each table holds at most MAX_ADDRESSES entries, the
+oldest dropped first."""
 
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ class CredentialLockout:
         self.max_failures, self.window, self.clock = max_failures, window_seconds, clock
         self.max_addresses = max_addresses
         self._failures: dict[str, Failures] = {}  # oldest window first: insertion order is `since` order
+        self._proven: dict[str, None] = {}  # hashes of credentials that succeeded, oldest first
         self._lock = threading.Lock()
 
     def _expire(self, now: float) -> None:
@@ -41,15 +45,16 @@ class CredentialLockout:
                 return
             del self._failures[address]
 
-    def check(self, address: str) -> None:
-        """TooManyRequests while `address` is locked out; nothing otherwise."""
+    def check(self, address: str, proof: str | None = None) -> None:
+        """TooManyRequests while `address` is locked out and `proof` (the credential's hash) is not
+        one that succeeded before; nothing otherwise."""
         if not self.max_failures:
             return
         with self._lock:
             now = self.clock()
             self._expire(now)
             failures = self._failures.get(address)
-            if failures is None or failures.count < self.max_failures:
+            if failures is None or failures.count < self.max_failures or proof in self._proven:
                 return
             wait, count = max(1, math.ceil(failures.since + self.window - now)), failures.count
         raise TooManyRequests(f"{count} wrong credentials from this address within "
@@ -70,6 +75,16 @@ class CredentialLockout:
             while len(self._failures) >= self.max_addresses:
                 del self._failures[next(iter(self._failures))]
             self._failures[address] = Failures(since=now, count=1)
+
+    def succeeded(self, proof: str) -> None:
+        """Remember a credential (by its hash) that authenticated: it passes a lockout later."""
+        if not self.max_failures:
+            return
+        with self._lock:
+            self._proven.pop(proof, None)
+            self._proven[proof] = None
+            while len(self._proven) > self.max_addresses:
+                del self._proven[next(iter(self._proven))]
 
     def __len__(self) -> int:
         return len(self._failures)

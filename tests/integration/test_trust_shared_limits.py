@@ -103,8 +103,11 @@ def test_an_address_that_sent_too_many_wrong_credentials_is_refused_until_its_wi
     key = service.keys.create_key("ana").key
     app = create_app(service)  # 20 wrong credentials per 60 s, the defaults
     clock = app.state.lockout.clock = Clock()
+    bobs_key = service.keys.create_key("bob").key
     with (TestClient(app, client=("203.0.113.7", 5000)) as mallory,
+          TestClient(app, client=("203.0.113.7", 5001)) as neighbour,  # same address (a NAT, loopback)
           TestClient(app, client=("198.51.100.2", 5000)) as assistant):
+        assert neighbour.get("/v1/users", headers=bearer(bobs_key)).status_code == 200
         for _ in range(30):
             assert mallory.get("/v1/users").status_code == 401  # no credential is no guess: never counted
         for n in range(20):
@@ -113,6 +116,9 @@ def test_an_address_that_sent_too_many_wrong_credentials_is_refused_until_its_wi
             locked = mallory.get("/v1/users", headers=bearer(credential))
             assert locked.status_code == 429 and locked.headers["Retry-After"] == "60"
             assert locked.json()["error"] == "too_many_requests" and "60 s" in locked.json()["message"]
+        # a credential that succeeded before the lockout still passes from the same address
+        assert neighbour.get("/v1/users", headers=bearer(bobs_key)).status_code == 200
+        assert neighbour.get("/v1/users", headers=bearer("guess-x")).status_code == 429
         health = mallory.get("/healthz", headers=bearer(ADMIN))
         assert health.status_code == 200 and set(health.json()["store"]) == {"ok"}  # the public view
         assert assistant.get("/v1/users", headers=bearer(key)).status_code == 200  # another address

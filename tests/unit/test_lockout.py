@@ -67,3 +67,18 @@ def test_zero_failures_allowed_means_no_limit():
     lockout = CredentialLockout(max_failures=0, window_seconds=60)
     fail(lockout, "10.0.0.1", 1000)
     assert len(lockout) == 0
+
+
+def test_a_credential_that_succeeded_before_passes_a_lockout_and_a_new_one_does_not():
+    lockout = CredentialLockout(max_failures=3, window_seconds=60, clock=Clock(), max_addresses=2)
+    lockout.succeeded("hash-of-bobs-key")
+    fail(lockout, "10.0.0.1", 3)
+    lockout.check("10.0.0.1", "hash-of-bobs-key")  # a client behind the same address keeps working
+    for unproven in (None, "hash-of-a-guess"):
+        with pytest.raises(TooManyRequests):
+            lockout.check("10.0.0.1", unproven)
+    lockout.succeeded("hash-2")
+    lockout.succeeded("hash-3")  # the table keeps the newest max_addresses credentials
+    with pytest.raises(TooManyRequests):
+        lockout.check("10.0.0.1", "hash-of-bobs-key")
+    lockout.check("10.0.0.1", "hash-3")
