@@ -155,3 +155,12 @@ def test_an_agents_own_memories_are_apart_from_every_users(mem0):
     mem0.delete_users(agent_id="travel-agent")
     assert mem0.get_all(filters={"agent_id": "travel-agent"})["count"] == 0
     assert mem0.get_all(filters={"user_id": "ana"})["count"] == 2
+
+
+def test_an_entitys_total_memories_is_what_its_listing_holds(mem0):
+    mem0.add("I keep bees on my allotment", user_id="ana")  # no LLM: the turns wait, listed as they are
+    mem0.add("My allotment is in Leeds", user_id="ana")
+    mem0.add("I sell the honey", user_id="ana", infer=False)
+    listed = mem0.get_all(filters={"user_id": "ana"})
+    [ana] = mem0.users()["results"]
+    assert ana["total_memories"] == listed["count"] == len(listed["results"]) == 3
