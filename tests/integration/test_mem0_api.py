@@ -164,3 +164,16 @@ def test_an_entitys_total_memories_is_what_its_listing_holds(mem0):
     listed = mem0.get_all(filters={"user_id": "ana"})
     [ana] = mem0.users()["results"]
     assert ana["total_memories"] == listed["count"] == len(listed["results"]) == 3
+
+
+def test_a_unix_timestamp_reads_alike_in_seconds_or_milliseconds_on_both_apis(mem0):
+    said = []
+    for when in (1700000000, 1700000000000, "1700000000"):
+        said.append(mem0.add("I keep bees", user_id="ana", infer=False, timestamp=when)["results"][0]["id"])
+    native = mem0.client.post("/v1/memories", json={"user_id": "ana", "text": "I keep bees", "infer": False,
+                                                     "timestamp": 1700000000000})
+    said.append(native.json()["raw_ids"][0])
+    assert {mem0.get(memory_id)["valid_from"][:19] for memory_id in said} == {"2023-11-14T22:13:20"}
+    for refused, fragment in ((True, "valid datetime"), (10**20, "after 9999")):
+        with pytest.raises(ValidationError, match=fragment):
+            mem0.add("I keep bees", user_id="ana", infer=False, timestamp=refused)

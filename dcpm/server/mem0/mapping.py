@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from datetime import datetime, timezone
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -27,7 +26,7 @@ from dcpm.api.models import (
     UserOut,
 )
 from dcpm.domain import ItemKind, Op
-from dcpm.errors import Invalid, invalid_from
+from dcpm.errors import invalid_from
 from dcpm.server.mem0.filters import Scope, entities_of_owner, query_filters, scope_of
 from dcpm.server.mem0.models import (
     Mem0AddRequest,
@@ -57,7 +56,7 @@ def request_scope(body: Mem0Scoped) -> Scope:
 
 def add_request(body: Mem0AddRequest, scope: Scope) -> AddMemoryRequest:
     return _dcpm_request(AddMemoryRequest, user_id=scope.user_id, session_id=scope.run_id,
-                         timestamp=_from_epoch(body.timestamp),
+                         timestamp=body.timestamp,
                          messages=[m.model_dump(include={"role", "content", "name"}) for m in body.messages],
                          metadata={**(body.metadata or {}), **scope.namespace}, infer=body.infer)
 
@@ -79,16 +78,6 @@ def _dcpm_request(model: type[BaseModel], **fields: Any) -> Any:
         return model(**fields)
     except ValidationError as exc:
         raise invalid_from(exc.errors()) from None
-
-
-def _from_epoch(seconds: float | None) -> datetime | None:
-    """Mem0 sends Unix seconds; a value no calendar can hold is the caller's mistake (422)."""
-    if seconds is None:
-        return None
-    try:
-        return datetime.fromtimestamp(seconds, timezone.utc)
-    except (OverflowError, OSError, ValueError):
-        raise Invalid(f"timestamp {seconds} is out of range") from None
 
 
 # --- dcpm -> Mem0 ---------------------------------------------------------------------------------
