@@ -100,6 +100,7 @@ class Turn:
     timestamp: datetime | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     id: str | None = None
+    own_metadata: dict[str, Any] = field(default_factory=dict)  # what dcpm records itself (dcpm.stored_values)
 
 
 def utcnow() -> datetime:

@@ -166,6 +166,21 @@ def test_an_entitys_total_memories_is_what_its_listing_holds(mem0):
     assert ana["total_memories"] == listed["count"] == len(listed["results"]) == 3
 
 
+def test_a_metadata_key_named_agent_id_stays_metadata_and_names_no_agent(mem0):
+    spoof = mem0.add("I keep bees", user_id="ana", metadata={"agent_id": "evil"}, infer=False)["results"][0]["id"]
+    real = mem0.add("Ana's bees swarmed in May", user_id="ana", agent_id="travel-agent", metadata={"agent_id": "evil"},
+                    infer=False)["results"][0]["id"]
+    ana = {"user_id": "ana"}
+    shown = [mem0.get(spoof), mem0.get(real), *mem0.get_all(filters=ana)["results"],
+             *mem0.search("bees", filters=ana, threshold=0.0)["results"]]
+    assert len(shown) == 6
+    assert {(m["id"], m["agent_id"], m["metadata"]["agent_id"]) for m in shown} == {
+        (spoof, None, "evil"), (real, "travel-agent", "evil")}
+    assert ids(mem0.search("bees", filters={"AND": [ana, {"agent_id": "evil"}]}, threshold=0.0)) == set()
+    with pytest.raises(ValidationError, match="'dcpm_agent_id'; keys beginning 'dcpm_' are dcpm's own"):
+        mem0.add("I keep wasps", user_id="ana", metadata={"dcpm_agent_id": "evil"}, infer=False)
+
+
 def test_a_unix_timestamp_reads_alike_in_seconds_or_milliseconds_on_both_apis(mem0):
     said = []
     for when in (1700000000, 1700000000000, "1700000000"):
