@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Annotated, Any
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, TypeAdapter, ValidationError
 
 from dcpm.errors import Invalid
 
@@ -100,6 +100,7 @@ class Turn:
     timestamp: datetime | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     id: str | None = None
+    own_metadata: dict[str, Any] = field(default_factory=dict)  # what dcpm records itself (dcpm.stored_values)
 
 
 def utcnow() -> datetime:
@@ -114,6 +115,19 @@ def as_utc(moment: datetime | None) -> datetime:
         return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
     except OverflowError:  # 9999-12-31T23:59:59-12:00 is a valid date whose UTC time is not
         raise InvalidMoment(f"{moment.isoformat()} is out of range: its UTC time falls outside years 1-9999") from None
+
+
+_MOMENT = TypeAdapter(datetime)
+
+
+def unix_time(value: int | float | str) -> datetime:
+    """A Unix time (a number, or a string of one) in UTC, read as dcpm's HTTP models read one
+    (pydantic's rule: seconds, milliseconds when beyond 2e10 either way), so a number means the
+    same moment in a request and in an import file. InvalidMoment for a bool, or past years 1-9999."""
+    try:
+        return as_utc(_MOMENT.validate_python(value))
+    except ValidationError:
+        raise InvalidMoment(f"{value!r} is no Unix time within years 1-9999") from None
 
 
 LABEL_CHARS = 64  # items.type and items.topic are String(64)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Callable, Sequence
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from dcpm.api.models import (
@@ -40,7 +40,7 @@ from dcpm.store import events
 from dcpm.store.chains import believed_at, walk_chain
 from dcpm.store.consent import consent_of, set_consent
 from dcpm.store.db import Database
-from dcpm.store.listing import page, page_together
+from dcpm.store.listing import UNEXTRACTED, page, page_together, per_user
 from dcpm.store.models import ConsolidationRun, Edge, Evidence, Item, ItemRevision, Node, RawInput, User
 
 ITEM_STATUSES = ("current", "superseded")
@@ -63,11 +63,11 @@ def known_user(db: Database, user_id: str) -> None:
 def list_memories(db: Database, user_id: str, kind: str | None = None, limit: int = 50, offset: int = 0,
                   status: str | None = None, topic: str | None = None, since: datetime | None = None,
                   metadata: Sequence[Condition] = ()) -> ListResponse:
-    """A user's memories, oldest first. With no `kind`, what a search finds, each once: the items
-    and the turns not (or not yet) extracted into items (stored verbatim only, waiting, failed);
-    with an item kind those items, with kind="items" every item, with kind="raw" every turn. `status` is current or superseded
-    for items (a raw status with kind="raw"), `since` compares the time the belief started to hold
-    (or the turn was said), `metadata` holds metadata conditions (dcpm.index.row_filter)."""
+    """A user's memories, oldest first. With no `kind`, what a search finds, each once: the items and the
+    turns not (or not yet) extracted into items (stored verbatim only, waiting, failed); with an item kind
+    those items, with kind="items" every item, with kind="raw" every turn. `status` is current or superseded
+    for items (a raw status with kind="raw"), `since` compares the time the belief started to hold (or the
+    turn was said), `metadata` holds metadata conditions (dcpm.index.row_filter)."""
     if limit < 1 or limit > 1000 or not 0 <= offset <= MAX_OFFSET:
         raise Invalid(f"limit must be 1..1000 and offset 0..{MAX_OFFSET}")
     since = as_utc(since) if since else None
@@ -99,7 +99,7 @@ def list_memories(db: Database, user_id: str, kind: str | None = None, limit: in
         if since:
             query = query.where(Item.valid_from >= since)
         if kind is None and status != "superseded" and not topic:  # a turn is no revision and has no topic
-            total, rows = page_together(session, query, turns.where(RawInput.status != RawStatus.DONE), offset, limit)
+            total, rows = page_together(session, query, turns.where(UNEXTRACTED), offset, limit)
             return ListResponse(user_id=user_id, total=total, items=[_out(r) for r in rows])
         total, rows = page(session, query, (Item.valid_from, Item.created_at), offset, limit)
         return ListResponse(user_id=user_id, total=total, items=[item_out(i) for i in rows])
@@ -159,12 +159,12 @@ def owner_of(db: Database, memory_id: str) -> str:
 def users(db: Database, only: str | None = None) -> list[UserOut]:
     """Users with stored memories; `only` narrows the list to that one user (an API key's)."""
     with db.session() as session:
-        raw_counts = dict(session.execute(select(RawInput.user_id, func.count()).group_by(RawInput.user_id)).all())
-        item_counts = dict(session.execute(select(Item.user_id, func.count()).group_by(Item.user_id)).all())
+        raws, items = per_user(session, RawInput), per_user(session, Item)
+        unextracted = per_user(session, RawInput, UNEXTRACTED)
         query = select(User).order_by(User.id)
         found = list(session.scalars(query if only is None else query.where(User.id == only)))
-    return [UserOut(id=u.id, created_at=u.created_at, last_seen_at=u.last_seen_at,
-                    raw_inputs=raw_counts.get(u.id, 0), items=item_counts.get(u.id, 0)) for u in found]
+    return [UserOut(id=u.id, created_at=u.created_at, last_seen_at=u.last_seen_at, raw_inputs=raws.get(u.id, 0),
+                    items=items.get(u.id, 0), memories=items.get(u.id, 0) + unextracted.get(u.id, 0)) for u in found]
 
 
 def node(db: Database, node_id: str) -> NodeOut:

@@ -17,6 +17,10 @@ from dcpm.domain import INT64_RANGE
 from dcpm.errors import Invalid
 
 MAX_METADATA_DEPTH = 32  # levels of nesting; Mem0 and dcpm's own metadata are flat or nearly
+# Metadata keys dcpm writes itself, beside the caller's (the agent or app a Mem0 request names
+# beside its user, dcpm.server.mem0.filters): a caller's metadata may not use them, so a memory's
+# agent or app is always one dcpm recorded, never one a client made up.
+OWN_PREFIX = "dcpm_"
 
 
 def check_text(value: str, what: str) -> None:
@@ -48,3 +52,10 @@ def check_metadata(metadata: Any, what: str) -> None:
             raise Invalid(f"{what} holds {value}: numbers must be finite")
         elif isinstance(value, int) and not isinstance(value, bool) and not INT64_RANGE[0] <= value <= INT64_RANGE[1]:
             raise Invalid(f"{what} holds the integer {value}, which does not fit in 64 bits")
+
+
+def check_callers_keys(metadata: dict[str, Any], what: str) -> None:
+    """A caller's metadata keeps out of the keys dcpm records itself (OWN_PREFIX)."""
+    for key in metadata:
+        if str(key).startswith(OWN_PREFIX):
+            raise Invalid(f"{what} uses the key {key!r}; keys beginning {OWN_PREFIX!r} are dcpm's own")

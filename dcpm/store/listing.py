@@ -3,10 +3,19 @@ one order, counted and paged in SQL so a page is never filled or counted in Pyth
 
 from __future__ import annotations
 
-from sqlalchemy import Select, func, literal, select, union_all
+from sqlalchemy import ColumnElement, Select, func, literal, select, union_all
 from sqlalchemy.orm import Session
 
+from dcpm.domain import RawStatus
 from dcpm.store.models import Item, RawInput
+
+# The turns a listing shows beside the items (what search finds, each once): not extracted into any.
+UNEXTRACTED = RawInput.status != RawStatus.DONE
+
+
+def per_user(session: Session, model: type[Item] | type[RawInput], *where: ColumnElement[bool]) -> dict[str, int]:
+    """How many rows of `model` (meeting `where`) each user has."""
+    return dict(session.execute(select(model.user_id, func.count()).where(*where).group_by(model.user_id)).all())
 
 
 def page(session: Session, query: Select, order: tuple, offset: int, limit: int) -> tuple[int, list]:

@@ -18,7 +18,7 @@ from typing import Callable, Iterator
 from dateutil import parser as dateparser
 
 from dcpm.config import Settings
-from dcpm.domain import Turn, as_utc, check_user_id
+from dcpm.domain import Turn, as_utc, check_user_id, unix_time
 from dcpm.errors import Invalid
 from dcpm.write.raw import check_turns, deterministic_raw_id
 
@@ -33,7 +33,7 @@ class ImportLine:
 
 def parse_line(raw: str, default_user: str | None) -> ImportLine:
     """One JSON object: text|content, and optionally user_id, role, speaker|name, session_id,
-    timestamp (ISO-8601 or any common date form), metadata, id."""
+    timestamp (see `moment`), metadata, id."""
     try:
         record = json.loads(raw)
     except json.JSONDecodeError as exc:
@@ -53,8 +53,7 @@ def parse_line(raw: str, default_user: str | None) -> ImportLine:
     when: datetime | None = None
     if timestamp is not None:
         try:
-            when = dateparser.parse(str(timestamp))
-            as_utc(when)  # the store keeps UTC: 9999-12-31T23:59:59-12:00 has no UTC date
+            when = moment(timestamp)
         except (ValueError, OverflowError):
             raise ValueError(f"unreadable timestamp {timestamp!r}") from None
     metadata = record.get("metadata") or {}
@@ -65,6 +64,21 @@ def parse_line(raw: str, default_user: str | None) -> ImportLine:
         session_id=record.get("session_id"), timestamp=when, metadata=metadata,
         id=str(record["id"]) if record.get("id") is not None else None,
     ))
+
+
+def moment(value: object) -> datetime:
+    """A line's timestamp: text in any common date form, else Unix time in UTC (a number, or text
+    that reads as no date), the rule the HTTP API reads a number with (dcpm.domain.unix_time)."""
+    if isinstance(value, str):
+        try:
+            when = dateparser.parse(value)
+            as_utc(when)  # the store keeps UTC: 9999-12-31T23:59:59-12:00 has no UTC date
+            return when  # as written: a line's id is derived from it (re-runs must find the same ids)
+        except (ValueError, OverflowError):
+            pass
+    if isinstance(value, (int, float, str)):  # a bool is refused by unix_time
+        return unix_time(value)
+    raise ValueError(f"unreadable timestamp {value!r}")
 
 
 def read_file(path: Path, default_user: str | None, settings: Settings) -> list[ImportLine]:

@@ -16,7 +16,7 @@ from dcpm.domain import EventAction, ItemKind, RawStatus, Turn, as_utc
 from dcpm.errors import Invalid
 from dcpm.store import events
 from dcpm.store.models import RawInput, User, utcnow
-from dcpm.stored_values import check_metadata, check_text
+from dcpm.stored_values import check_callers_keys, check_metadata, check_text
 
 # Namespace for deterministic raw ids, so re-importing a file finds what is already there.
 RAW_ID_NAMESPACE = uuid.UUID("6f1d3c1e-2b53-4d3f-9a57-5f2f0f6d8a10")
@@ -41,6 +41,8 @@ def check_turns(turns: Sequence[Turn], settings: Settings) -> None:
         if len(turn.text) > settings.max_text_chars:
             raise Invalid(f"message {number} is {len(turn.text)} characters; the limit is {settings.max_text_chars}")
         check_metadata(turn.metadata, f"the metadata of message {number}")
+        check_callers_keys(turn.metadata, f"the metadata of message {number}")
+        check_metadata(turn.own_metadata, f"the agent or app of message {number}")
         if turn.timestamp is not None:
             as_utc(turn.timestamp)  # a date whose UTC time is out of range is refused here, not at the commit
         if turn.id is not None:
@@ -107,7 +109,7 @@ def persist_turns(session: Session, user_id: str, turns: Sequence[Turn], *, requ
         raw = RawInput(
             id=raw_id, user_id=user_id, request_id=request_id, position=position,
             session_id=turn.session_id, role=turn.role, speaker=turn.speaker, text=turn.text,
-            timestamp=as_utc(turn.timestamp), meta=turn.metadata, status=status,
+            timestamp=as_utc(turn.timestamp), meta={**turn.metadata, **turn.own_metadata}, status=status,
         )
         rows.append(raw)
     session.add_all(rows)

@@ -25,7 +25,8 @@ def add_memory(writer: Writer, recovery: RecoveryLoop, request: AddMemoryRequest
     """Raw persist, then index; extraction follows as the request asks (wait, background, or
     later when no LLM is configured). Nothing is written when the request is refused."""
     turns = [Turn(text=m.content, role=m.role, speaker=m.name, session_id=request.session_id,
-                  timestamp=m.timestamp or request.timestamp, metadata=request.metadata)
+                  timestamp=m.timestamp or request.timestamp, metadata=request.metadata,
+                  own_metadata=request.own_metadata)
              for m in request.turns()]
     rows = _persist(writer, request.user_id, turns, RawStatus.PENDING if request.infer else RawStatus.RAW)
     response = AddMemoryResponse(

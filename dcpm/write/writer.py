@@ -216,8 +216,10 @@ class Writer:
             self._fence(session, request_id, holder)
             if not _claim(session, [r.id for r in raws]):  # another worker applied it meanwhile
                 return []
-            # the request's metadata travels to what is extracted from it (Mem0 users filter by it)
-            meta = {**(first.meta or {}), **({"session_id": first.session_id} if first.session_id else {})}
+            # the request's metadata travels to what is extracted from it (Mem0 users filter by it); its
+            # `session_id` is the turn's session as dcpm recorded it, never a client's key of that name
+            meta = {key: value for key, value in (first.meta or {}).items() if key != "session_id"}
+            meta.update({"session_id": first.session_id} if first.session_id else {})
             for step in prepared.planned:
                 source = prepared.extracted[step.index]
                 target = session.get(Item, step.target_id) if step.target_id else None

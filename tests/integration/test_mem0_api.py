@@ -155,3 +155,40 @@ def test_an_agents_own_memories_are_apart_from_every_users(mem0):
     mem0.delete_users(agent_id="travel-agent")
     assert mem0.get_all(filters={"agent_id": "travel-agent"})["count"] == 0
     assert mem0.get_all(filters={"user_id": "ana"})["count"] == 2
+
+
+def test_an_entitys_total_memories_is_what_its_listing_holds(mem0):
+    mem0.add("I keep bees on my allotment", user_id="ana")  # no LLM: the turns wait, listed as they are
+    mem0.add("My allotment is in Leeds", user_id="ana")
+    mem0.add("I sell the honey", user_id="ana", infer=False)
+    listed = mem0.get_all(filters={"user_id": "ana"})
+    [ana] = mem0.users()["results"]
+    assert ana["total_memories"] == listed["count"] == len(listed["results"]) == 3
+
+
+def test_a_metadata_key_named_agent_id_stays_metadata_and_names_no_agent(mem0):
+    spoof = mem0.add("I keep bees", user_id="ana", metadata={"agent_id": "evil"}, infer=False)["results"][0]["id"]
+    real = mem0.add("Ana's bees swarmed in May", user_id="ana", agent_id="travel-agent", metadata={"agent_id": "evil"},
+                    infer=False)["results"][0]["id"]
+    ana = {"user_id": "ana"}
+    shown = [mem0.get(spoof), mem0.get(real), *mem0.get_all(filters=ana)["results"],
+             *mem0.search("bees", filters=ana, threshold=0.0)["results"]]
+    assert len(shown) == 6
+    assert {(m["id"], m["agent_id"], m["metadata"]["agent_id"]) for m in shown} == {
+        (spoof, None, "evil"), (real, "travel-agent", "evil")}
+    assert ids(mem0.search("bees", filters={"AND": [ana, {"agent_id": "evil"}]}, threshold=0.0)) == set()
+    with pytest.raises(ValidationError, match="'dcpm_agent_id'; keys beginning 'dcpm_' are dcpm's own"):
+        mem0.add("I keep wasps", user_id="ana", metadata={"dcpm_agent_id": "evil"}, infer=False)
+
+
+def test_a_unix_timestamp_reads_alike_in_seconds_or_milliseconds_on_both_apis(mem0):
+    said = []
+    for when in (1700000000, 1700000000000, "1700000000"):
+        said.append(mem0.add("I keep bees", user_id="ana", infer=False, timestamp=when)["results"][0]["id"])
+    native = mem0.client.post("/v1/memories", json={"user_id": "ana", "text": "I keep bees", "infer": False,
+                                                     "timestamp": 1700000000000})
+    said.append(native.json()["raw_ids"][0])
+    assert {mem0.get(memory_id)["valid_from"][:19] for memory_id in said} == {"2023-11-14T22:13:20"}
+    for refused, fragment in ((True, "valid datetime"), (10**20, "after 9999")):
+        with pytest.raises(ValidationError, match=fragment):
+            mem0.add("I keep bees", user_id="ana", infer=False, timestamp=refused)

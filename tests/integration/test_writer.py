@@ -103,7 +103,8 @@ def test_llm_failure_loses_nothing_and_recovers(writer_service, llm, fault):
 
     writer_service.backfill()  # the server answers again
     assert writer_service.get(raw.id).status == "done"
-    assert [i.text for i in writer_service.list_memories("ana").items] == ["Ana starts a new job at the museum on Monday"]
+    assert [i.text for i in writer_service.list_memories("ana").items] == [
+        "Ana starts a new job at the museum on Monday"]
 
 
 def test_a_server_refusing_json_schema_is_answered_in_json_object_mode(writer_service, llm):
@@ -146,3 +147,11 @@ def test_eight_concurrent_writers_on_one_user_build_one_consistent_chain(writer_
         if item.superseded_by_id:
             assert by_id[item.superseded_by_id].supersedes_id == item.id
     assert len({i.supersedes_id for i in items}) == 8  # no item is superseded twice
+
+
+def test_a_metadata_key_named_session_id_is_not_the_session_of_what_is_extracted(writer_service):
+    add(writer_service, "Ana keeps bees on her allotment", metadata={"session_id": "made-up"})
+    [fact] = writer_service.search(SearchRequest(user_id="ana", query="bees", kinds=["identity"])).hits
+    assert fact.session_id is None
+    assert writer_service.search(SearchRequest(user_id="ana", query="bees", kinds=["identity"],
+                                               session_id="made-up")).hits == []

@@ -1,4 +1,5 @@
 import json
+from datetime import datetime, timezone
 
 import pytest
 
@@ -66,3 +67,22 @@ def test_a_file_with_bad_lines_is_refused_whole(tmp_path):
     path.write_text('{"user_id": "ana", "text": "fine"}\n{"user_id": "ana"}\n')
     with pytest.raises(Invalid, match="line 2"):
         read_file(path, None, Settings(data_dir=tmp_path))
+
+
+@pytest.mark.parametrize("timestamp, microsecond", [
+    (1700000000, 0), (1700000000.5, 500000), ("1700000000", 0), (1700000000000, 0), (1700000000500, 500000),
+])
+def test_a_number_is_unix_time_in_utc_in_seconds_or_milliseconds(timestamp, microsecond):
+    line = parse_line(json.dumps({"user_id": "ana", "text": "hi", "timestamp": timestamp}), None)
+    assert line.turn.timestamp == datetime(2023, 11, 14, 22, 13, 20, microsecond, tzinfo=timezone.utc)
+
+
+def test_digits_that_read_as_a_date_stay_a_date():
+    line = parse_line('{"user_id": "ana", "text": "hi", "timestamp": "20240101"}', None)
+    assert line.turn.timestamp == datetime(2024, 1, 1)
+
+
+@pytest.mark.parametrize("timestamp", ["true", "1e20", "-1e20", "100000000000000000000000000000", '"1e400"'])
+def test_a_bool_or_a_number_no_calendar_holds_is_refused(timestamp):
+    with pytest.raises(ValueError, match="unreadable timestamp"):
+        parse_line('{"user_id": "ana", "text": "hi", "timestamp": %s}' % timestamp, None)

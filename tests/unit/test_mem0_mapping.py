@@ -36,7 +36,7 @@ def test_an_agent_alone_owns_its_memories_apart_from_every_user():
 def test_an_agent_beside_a_user_is_a_namespace_selected_through_metadata():
     scope = scope_of({"AND": [{"user_id": "ana"}, {"agent_id": "travel-agent"}]})
     assert (scope.user_id, scope.namespace) == ("ana", {"agent_id": "travel-agent"})
-    assert metadata_conditions(scope.metadata) == (Equals("metadata.agent_id", "travel-agent"),)
+    assert metadata_conditions(scope.metadata) == (Equals("metadata.dcpm_agent_id", "travel-agent"),)
 
 
 def test_metadata_filters_of_an_and_list_become_index_conditions():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from dcpm.api.models.memories import ChainLink
 
@@ -69,6 +69,8 @@ class UserOut(BaseModel):
     last_seen_at: datetime
     raw_inputs: int
     items: int
+    memories: int = Field(description="What a listing of the user with no filter counts: every item, and the "
+                                      "turns not (or not yet) extracted into any.")
 
 
 class HistoryEvent(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, Field, PrivateAttr, field_validator, model_validator
 
 from dcpm.api.models.filters import METADATA_FILTER_HELP, MetadataFilter
 from dcpm.domain import SEARCH_KINDS, ItemKind, Op, UserId
@@ -35,6 +35,17 @@ class AddMemoryRequest(BaseModel):
     infer: bool = Field(True, description="Extract facts with the LLM; false stores the turns verbatim only.")
     wait: bool = Field(True, description="Wait for extraction (at most two LLM calls); false answers at once "
                                          "with 202 and extraction runs in the background.")
+    _own_metadata: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @property
+    def own_metadata(self) -> dict[str, str]:
+        """Metadata dcpm records itself (dcpm.stored_values.OWN_PREFIX): set by the server with
+        `recording`, never read from a body, so no client can write it."""
+        return self._own_metadata
+
+    def recording(self, own: dict[str, str]) -> AddMemoryRequest:
+        self._own_metadata = dict(own)
+        return self
 
     @model_validator(mode="after")
     def _one_source(self) -> AddMemoryRequest:

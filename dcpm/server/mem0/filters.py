@@ -5,8 +5,10 @@ Owners. Every memory has one owner, dcpm's user. `user_id` is the owner when giv
 with only an `agent_id` (Mem0's agent memories) or only an `app_id` is about a separate owner
 derived from it, `agent:<agent_id>` or `app:<app_id>`, isolated from every user like another
 user (the native API and the CLI reach it by that id). An `agent_id` or `app_id` given beside
-the owner is a namespace: an add keeps it in the memories' metadata (`agent_id`, `app_id`), and
-search and listing then select by it like any metadata filter. `run_id` is dcpm's session.
+the owner is a namespace: an add records it in the memories' metadata under keys of dcpm's own
+(`dcpm_agent_id`, `dcpm_app_id`, which a client's metadata may not use, so a client's own
+`agent_id` key stays plain metadata), and search and listing then select by it like any
+metadata filter. `run_id` is dcpm's session.
 
 Filters. Plain keys and an AND list of them; `{"metadata": {...}}` holds metadata conditions in
 dcpm's metadata-filter form (dcpm.api.models.filters: a value, a list meaning one of, or `eq`,
@@ -23,11 +25,13 @@ from typing import Any, Iterable
 from dcpm.api.models import MetadataFilter, parse_metadata_filter
 from dcpm.domain import check_user_id
 from dcpm.errors import Invalid
+from dcpm.stored_values import OWN_PREFIX
 
 WILDCARD = "*"
 MAX_FILTER_DEPTH = 8
 ENTITIES = ("user_id", "agent_id", "app_id", "run_id")
 NAMESPACES = ("agent_id", "app_id")  # kept in the metadata when they are not the owner
+RECORDED_AS = {key: OWN_PREFIX + key for key in NAMESPACES}  # the metadata key dcpm keeps each under
 OWNER_PREFIXES = {"agent_id": "agent:", "app_id": "app:"}
 
 
@@ -37,6 +41,11 @@ class Scope:
     run_id: str | None = None
     namespace: dict[str, str] = field(default_factory=dict)  # agent_id / app_id beside the owner
     metadata: MetadataFilter | None = None  # the caller's metadata conditions, namespaces included
+
+
+def recorded(namespace: dict[str, str]) -> dict[str, str]:
+    """Namespaces as an add records them in the metadata, and search and listing select them."""
+    return {RECORDED_AS[key]: value for key, value in namespace.items()}
 
 
 def owner_id(entity: str, value: str) -> str:
@@ -84,7 +93,7 @@ def scope_of(filters: dict[str, Any] | None, **top_level: str | None) -> Scope:
     if owner is None:
         raise Invalid("name one user_id (or an agent_id or app_id of its own), in filters or at the top level")
     namespace = {key: named[key] for key in NAMESPACES if key in named and key != owner}
-    metadata.append(namespace)
+    metadata.append(recorded(namespace))
     return Scope(user_id=owner_id(owner, named[owner]), run_id=named.get("run_id"), namespace=namespace,
                  metadata=_merged(metadata))
 

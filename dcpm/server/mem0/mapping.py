@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from datetime import datetime, timezone
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -27,8 +26,8 @@ from dcpm.api.models import (
     UserOut,
 )
 from dcpm.domain import ItemKind, Op
-from dcpm.errors import Invalid, invalid_from
-from dcpm.server.mem0.filters import Scope, entities_of_owner, query_filters, scope_of
+from dcpm.errors import invalid_from
+from dcpm.server.mem0.filters import RECORDED_AS, Scope, entities_of_owner, query_filters, recorded, scope_of
 from dcpm.server.mem0.models import (
     Mem0AddRequest,
     Mem0AddResponse,
@@ -42,6 +41,7 @@ from dcpm.server.mem0.models import (
     Mem0SearchRequest,
 )
 from dcpm.store.events import item_change
+from dcpm.stored_values import OWN_PREFIX
 
 __all__ = ["Scope", "query_filters", "scope_of"]  # the routes read scopes through this module
 
@@ -57,9 +57,9 @@ def request_scope(body: Mem0Scoped) -> Scope:
 
 def add_request(body: Mem0AddRequest, scope: Scope) -> AddMemoryRequest:
     return _dcpm_request(AddMemoryRequest, user_id=scope.user_id, session_id=scope.run_id,
-                         timestamp=_from_epoch(body.timestamp),
+                         timestamp=body.timestamp,
                          messages=[m.model_dump(include={"role", "content", "name"}) for m in body.messages],
-                         metadata={**(body.metadata or {}), **scope.namespace}, infer=body.infer)
+                         metadata=body.metadata or {}, infer=body.infer).recording(recorded(scope.namespace))
 
 
 def search_request(body: Mem0SearchRequest, scope: Scope) -> SearchRequest:
@@ -81,16 +81,6 @@ def _dcpm_request(model: type[BaseModel], **fields: Any) -> Any:
         raise invalid_from(exc.errors()) from None
 
 
-def _from_epoch(seconds: float | None) -> datetime | None:
-    """Mem0 sends Unix seconds; a value no calendar can hold is the caller's mistake (422)."""
-    if seconds is None:
-        return None
-    try:
-        return datetime.fromtimestamp(seconds, timezone.utc)
-    except (OverflowError, OSError, ValueError):
-        raise Invalid(f"timestamp {seconds} is out of range") from None
-
-
 # --- dcpm -> Mem0 ---------------------------------------------------------------------------------
 def text_hash(text: str) -> str:
     """Mem0 clients compare memories by an MD5 of their text."""
@@ -99,21 +89,26 @@ def text_hash(text: str) -> str:
 
 def entities(owner: str, metadata: dict[str, Any]) -> dict[str, str | None]:
     """Mem0's entity fields of a memory: its owner as a user, agent or app, and the agent and app
-    namespaces kept in its metadata."""
-    found: dict[str, str | None] = {key: value if isinstance(value := metadata.get(key), str) else None
-                                    for key in ("agent_id", "app_id")}
+    namespaces dcpm recorded in its metadata (never a client's own `agent_id` key: see shown)."""
+    found: dict[str, str | None] = {key: value if isinstance(value := metadata.get(stored), str) else None
+                                    for key, stored in RECORDED_AS.items()}
     entity, name = entities_of_owner(owner)
     return {**found, "user_id": None, entity: name}
+
+
+def shown(metadata: dict[str, Any]) -> dict[str, Any] | None:
+    """The metadata the client gave: what dcpm records itself is shown as entity fields instead."""
+    return {key: value for key, value in metadata.items() if not key.startswith(OWN_PREFIX)} or None
 
 
 def memory_of(entry: ItemOut | RawOut) -> Mem0Memory:
     if isinstance(entry, RawOut):
         return Mem0Memory(id=entry.id, memory=entry.text, **entities(entry.user_id, entry.metadata),
-                          run_id=entry.session_id, hash=text_hash(entry.text), metadata=entry.metadata or None,
+                          run_id=entry.session_id, hash=text_hash(entry.text), metadata=shown(entry.metadata),
                           created_at=entry.created_at, kind=ItemKind.RAW, valid_from=entry.timestamp)
     return Mem0Memory(id=entry.id, memory=entry.text, **entities(entry.user_id, entry.metadata),
                       run_id=entry.metadata.get("session_id"), hash=text_hash(entry.text),
-                      metadata=entry.metadata or None, categories=[entry.topic] if entry.topic else [],
+                      metadata=shown(entry.metadata), categories=[entry.topic] if entry.topic else [],
                       created_at=entry.created_at, updated_at=entry.updated_at, kind=entry.kind,
                       current=entry.current, chain_id=entry.chain_id, supersedes=entry.supersedes,
                       superseded_by=entry.superseded_by, revision=entry.revision, valid_from=entry.valid_from,
@@ -122,9 +117,8 @@ def memory_of(entry: ItemOut | RawOut) -> Mem0Memory:
 
 def memory_of_hit(hit: SearchHit, user_id: str) -> Mem0Memory:
     return Mem0Memory(id=hit.id, memory=hit.text, **entities(user_id, hit.metadata), run_id=hit.session_id,
-                      hash=text_hash(hit.text),
-                      metadata=hit.metadata or None, categories=[hit.topic] if hit.topic else [],
-                      created_at=hit.created_at, score=hit.score, kind=hit.kind,
+                      hash=text_hash(hit.text), metadata=shown(hit.metadata), score=hit.score, kind=hit.kind,
+                      categories=[hit.topic] if hit.topic else [], created_at=hit.created_at,
                       current=None if hit.kind == ItemKind.RAW else hit.current is None, valid_from=hit.timestamp,
                       chain=hit.chain, believed_now=hit.current)
 
@@ -188,6 +182,6 @@ def history_entries(history: HistoryResponse, user_id: str) -> list[Mem0HistoryE
 def entities_of(users: list[UserOut]) -> Mem0Entities:
     """Owners as Mem0 entities: users, and agents and apps with memories of their own."""
     return Mem0Entities(count=len(users), results=[
-        Mem0Entity(id=u.id, name=name, type=entity.removesuffix("_id"), total_memories=u.items,
+        Mem0Entity(id=u.id, name=name, type=entity.removesuffix("_id"), total_memories=u.memories,
                    created_at=u.created_at, updated_at=u.last_seen_at)
         for u in users for entity, name in [entities_of_owner(u.id)]])

@@ -40,7 +40,7 @@ class Mem0AddRequest(Mem0Scoped):
     messages: list[Mem0Message]
     metadata: dict[str, Any] | None = None
     infer: bool = True
-    timestamp: float | None = None  # Unix seconds
+    timestamp: datetime | None = None  # Unix time as Mem0 sends it, read as dcpm's own API reads it
 
 
 class Mem0SearchRequest(Mem0Scoped):
