@@ -192,3 +192,36 @@ def test_a_unix_timestamp_reads_alike_in_seconds_or_milliseconds_on_both_apis(me
     for refused, fragment in ((True, "valid datetime"), (10**20, "after 9999")):
         with pytest.raises(ValidationError, match=fragment):
             mem0.add("I keep bees", user_id="ana", infer=False, timestamp=refused)
+
+
+def test_memories_namespaced_before_the_upgrade_keep_their_agent(settings, embedder):
+    """Before migration 0008 an add kept its agent namespace under the metadata key `agent_id`;
+    after the upgrade such a memory still shows its agent and a filter by agent still finds it
+    (start-up repair rewrites its point under the new key)."""
+    from datetime import datetime, timezone
+
+    from fastapi.testclient import TestClient
+    from sqlalchemy import text
+
+    from dcpm.domain import Turn
+
+    service = MemoryService(settings, embedder=embedder)
+    try:  # what an add with agent_id beside user_id stored before: the namespace as plain metadata
+        service.import_turns("ana", [Turn(text="Ana's bees swarmed in May", speaker="Ana", metadata={
+            "agent_id": "travel-agent", "hive": 3}, timestamp=datetime(2025, 5, 2, tzinfo=timezone.utc))])
+        with service.db.session() as session:
+            session.execute(text("UPDATE alembic_version SET version_num = '0007'"))
+    finally:
+        service.close()
+    service = MemoryService(settings, embedder=embedder)  # migrates, then repairs the index
+    try:
+        api = TestClient(create_app(service))
+        listed = api.post("/v3/memories/", json={"filters": {"AND": [{"user_id": "ana"},
+                                                                     {"agent_id": "travel-agent"}]}}).json()
+        found = api.post("/v3/memories/search/", json={"query": "bees", "threshold": 0.0, "filters": {
+            "AND": [{"user_id": "ana"}, {"agent_id": "travel-agent"}]}}).json()
+        for memory in (*listed["results"], *found["results"]):
+            assert memory["agent_id"] == "travel-agent" and memory["metadata"] == {"hive": 3}
+        assert len(listed["results"]) == len(found["results"]) == 1
+    finally:
+        service.close()

@@ -69,8 +69,9 @@ class UserOut(BaseModel):
     last_seen_at: datetime
     raw_inputs: int
     items: int
-    memories: int = Field(description="What a listing of the user with no filter counts: every item, and the "
-                                      "turns not (or not yet) extracted into any.")
+    memories: int | None = Field(None, description="What a listing of the user with no filter counts: every "
+                                 "item, and the turns not (or not yet) extracted into any (None from a daemon "
+                                 "older than this field).")
 
 
 class HistoryEvent(BaseModel):

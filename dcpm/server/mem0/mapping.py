@@ -182,6 +182,6 @@ def history_entries(history: HistoryResponse, user_id: str) -> list[Mem0HistoryE
 def entities_of(users: list[UserOut]) -> Mem0Entities:
     """Owners as Mem0 entities: users, and agents and apps with memories of their own."""
     return Mem0Entities(count=len(users), results=[
-        Mem0Entity(id=u.id, name=name, type=entity.removesuffix("_id"), total_memories=u.memories,
+        Mem0Entity(id=u.id, name=name, type=entity.removesuffix("_id"), total_memories=u.memories or 0,
                    created_at=u.created_at, updated_at=u.last_seen_at)
         for u in users for entity, name in [entities_of_owner(u.id)]])
