@@ -11,13 +11,14 @@ from collections.abc import Iterator
 from contextlib import ExitStack, closing, contextmanager, nullcontext
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 from dcpm import inspection
 from dcpm.api import models as api
 from dcpm.api.protocol import Memory
 from dcpm.config import Settings
 from dcpm.domain import Turn
+from dcpm.errors import DcpmError, StorageFull
 from dcpm.parts import Loading, ProcessParts
 from dcpm.store.datadir import DataDirLock, ensure_free_space, running_daemon_url
 
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from dcpm.api.protocol import Progress
 
 log = logging.getLogger("dcpm.service")
+T = TypeVar("T")
 
 
 class MemoryService(ProcessParts):
@@ -82,43 +84,74 @@ class MemoryService(ProcessParts):
         """New text for a current item as an UPDATE revision, re-embedded; returns the item."""
         from dcpm.admin import edit as admin_edit
 
+        self._room()
         admin_edit.revise_text(self.db, self.index, self.embedder, self.settings, memory_id, text)
         return self.get(memory_id)  # type: ignore[return-value]
 
     def delete_memory(self, memory_id: str, with_predecessors: bool = False, compact: bool = False) -> api.DeleteResponse:
         from dcpm.admin import delete as admin_delete
 
-        return _deleted(admin_delete.delete_memory(self.db, self.index, self.settings, memory_id,
-                                                   with_predecessors=with_predecessors, compact=compact))
+        return _deleted(self._deleting(lambda: admin_delete.delete_memory(
+            self.db, self.index, self.settings, memory_id, with_predecessors=with_predecessors, compact=compact)))
 
     def delete_chain(self, memory_id: str, compact: bool = False) -> api.DeleteResponse:
         """Every revision of the item's belief, resolved under the writer lease."""
         from dcpm.admin import delete as admin_delete
 
-        return _deleted(admin_delete.delete_chain(self.db, self.index, self.settings, memory_id, compact=compact))
+        return _deleted(self._deleting(lambda: admin_delete.delete_chain(self.db, self.index, self.settings, memory_id,
+                                                                         compact=compact)))
 
     def delete_node(self, node_id: str, compact: bool = False) -> api.DeleteResponse:
         from dcpm.admin import delete as admin_delete
 
-        return _deleted(admin_delete.delete_node(self.db, self.index, self.settings, node_id, compact=compact))
+        return _deleted(self._deleting(lambda: admin_delete.delete_node(self.db, self.index, self.settings, node_id,
+                                                                        compact=compact)))
 
     def delete_session(self, user_id: str, session_id: str, compact: bool = False) -> api.DeleteResponse:
         from dcpm.admin import delete as admin_delete
 
-        return _deleted(admin_delete.delete_session(self.db, self.index, self.settings, user_id, session_id,
-                                                    compact=compact))
+        return _deleted(self._deleting(lambda: admin_delete.delete_session(self.db, self.index, self.settings, user_id,
+                                                                           session_id, compact=compact)))
 
     def delete_user(self, user_id: str, compact: bool = False) -> api.DeleteUserResponse:
         from dcpm.admin import delete as admin_delete
 
-        deletion = admin_delete.delete_user(self.db, self.index, self.settings, user_id, compact=compact)
+        deletion = self._deleting(lambda: admin_delete.delete_user(self.db, self.index, self.settings, user_id,
+                                                                   compact=compact))
         return api.DeleteUserResponse.model_validate(deletion, from_attributes=True)
+
+    def _room(self) -> None:
+        """Every write that reaches the vector shard keeps the disk reserve, deletes and edits too:
+        the shard writes through memory-mapped files, and a mapped write into a full disk kills
+        the process instead of failing (dcpm.store.datadir.ensure_free_space)."""
+        ensure_free_space(self.settings.data_dir, self.settings.min_free_disk_mb)
+
+    def _deleting(self, delete: Callable[[], T]) -> T:
+        """A delete removes vectors before its commit (dcpm.admin.delete); when the commit fails
+        (the disk filled meanwhile), the rolled-back rows get their vectors back now if there is
+        room, else from start-up repair, which indexes every row the index lacks."""
+        self._room()
+        try:
+            return delete()
+        except Exception as exc:
+            if isinstance(exc, DcpmError) and not isinstance(exc, StorageFull):
+                raise  # refused before anything was removed (not found, lease lost, invalid)
+            from dcpm.index import projection
+
+            try:
+                self._room()
+                self.maintenance.note_writes(projection.repair(self.db, self.index, self.embedder))
+            except StorageFull:
+                log.error("a delete was rolled back after its vectors were removed, on a full disk: they come "
+                          "back at the next start")
+            raise
 
     # --- System 2 (dcpm.consolidation) ------------------------------------------------------
     def consolidate(self, request: api.ConsolidateRequest) -> api.JobOut:
         """Start a consolidation job in the background; poll `consolidation_job` for progress."""
         if request.user_id:
             inspection.known_user(self.db, request.user_id)
+        self._room()
         return self.consolidation.start([request.user_id] if request.user_id else None, request.dry_run)
 
     def consolidation_job(self, job_id: str) -> api.JobOut:
@@ -151,6 +184,7 @@ class MemoryService(ProcessParts):
             if progress:
                 progress(done, total)
 
+        self._room()
         index = self.index_to_rebuild()
         written = projection.rebuild(self.db, index, self.embedder, advance)
         index.optimize()

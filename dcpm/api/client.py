@@ -43,7 +43,7 @@ from dcpm.api.models import (
 )
 from dcpm.api.protocol import Progress
 from dcpm.domain import Turn
-from dcpm.errors import DcpmError, Invalid, Unavailable
+from dcpm.errors import Conflict, DcpmError, Invalid, Unavailable
 
 
 def _error_classes(root: type[DcpmError]) -> dict[int, type[DcpmError]]:
@@ -241,8 +241,27 @@ class Client:
 
 def daemon_client(settings: Any) -> Client | None:
     """A client for the daemon that serves `settings.data_dir` right now, if one does (the
-    embedded vector store belongs to one process, so everyone else goes through its API)."""
-    from dcpm.store.datadir import running_daemon_url
+    embedded vector store belongs to one process, so everyone else goes through its API). Whoever
+    answers at daemon.json's address must answer its instance token too: a daemon that has not
+    bound its port yet (or lost it) must not send this data directory's commands to another one."""
+    from dcpm.store.datadir import running_daemon
 
-    url = running_daemon_url(settings.data_dir)
-    return Client(url, token=settings.api_token.get_secret_value() or None) if url else None
+    info = running_daemon(settings.data_dir)
+    if info is None:
+        return None
+    client = Client(str(info["url"]), token=settings.api_token.get_secret_value() or None)
+    if "instance" in info:  # a daemon.json of an older dcpm has none
+        try:
+            answered = client._call("GET", "/healthz/instance").get("instance")
+        except Unavailable as exc:
+            client.close()
+            raise Unavailable(f"the daemon serving {settings.data_dir} (pid {info.get('pid')}) does not answer at "
+                              f"{info['url']}: {exc.message}") from None
+        except DcpmError:
+            answered = None
+        if answered != info["instance"]:
+            client.close()
+            raise Conflict(f"{info['url']} answers for another data directory than {settings.data_dir}, whose "
+                           f"daemon (pid {info.get('pid')}) is not serving there; nothing was sent. Try again "
+                           "once it serves, or stop it")
+    return client

@@ -34,7 +34,7 @@ from dcpm.errors import StorageFull, is_disk_full
 from dcpm.index import user_idf
 from dcpm.index.base import DENSE, SPARSE, Hit, IndexPoint, PendingPurge, Scope, SharedLock
 from dcpm.index.edge_filter import match, scope_filter
-from dcpm.index.edge_swap import finish_swap, sibling
+from dcpm.index.edge_swap import finish_swap, room_for_a_copy, sibling
 from dcpm.index.identity import IndexIdentity
 
 log = logging.getLogger("dcpm.index")
@@ -248,6 +248,7 @@ class EdgeIndex:
                 return False
             fresh_path, old_path = sibling(self.path, "compacted"), sibling(self.path, "old")
             shutil.rmtree(fresh_path, ignore_errors=True)
+            room_for_a_copy(self.path, self.settings.min_free_disk_mb)
             try:
                 self._copy_survivors(fresh_path)
             except Exception as exc:

@@ -1,10 +1,12 @@
 """Putting a rebuilt qdrant-edge shard in place of the old one so that a crash at any moment
-leaves one whole shard (dcpm.index.edge compacts this way)."""
+leaves one whole shard, and only when the copy fits on the disk (dcpm.index.edge compacts this way)."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
+
+from dcpm.errors import StorageFull
 
 
 def sibling(path: Path, role: str) -> Path:
@@ -20,3 +22,14 @@ def finish_swap(path: Path) -> None:
         fresh.rename(path)
     shutil.rmtree(fresh, ignore_errors=True)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def room_for_a_copy(path: Path, reserve_mb: int) -> None:
+    """StorageFull unless a whole copy of the shard at `path` fits above the disk reserve: the copy
+    is written through memory-mapped files, where a full disk kills the process rather than failing."""
+    size = sum(f.stat().st_blocks * 512 for f in path.rglob("*") if f.is_file())  # allocated: the files are sparse
+    needed_mb = size / (1 << 20) + reserve_mb
+    if shutil.disk_usage(path).free / (1 << 20) < needed_mb:
+        raise StorageFull(f"the vector shard was not compacted: that needs {needed_mb:.0f} MB free under "
+                          f"{path.parent}. What was deleted is gone from the store and from search; its bytes "
+                          "leave the shard at the first compaction once there is room")

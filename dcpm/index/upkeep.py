@@ -13,7 +13,9 @@ import time
 from typing import Callable
 
 from dcpm.config import Settings
+from dcpm.errors import StorageFull
 from dcpm.index import VectorIndex
+from dcpm.store.datadir import ensure_free_space
 
 log = logging.getLogger("dcpm.index.upkeep")
 
@@ -58,6 +60,8 @@ class IndexMaintenance:
         self.idle_seconds = settings.optimize_idle_seconds
         self.compact_quiet_seconds = settings.compact_after_delete_seconds
         self.compact_max_delay_seconds = settings.compact_max_delay_seconds
+        self.data_dir, self.min_free_disk_mb = settings.data_dir, settings.min_free_disk_mb
+        self._short_of_room_since: float | None = None
         self._unoptimized = 0
         self._last_write = time.monotonic()
         self._lock = threading.Lock()
@@ -95,10 +99,25 @@ class IndexMaintenance:
         return _timed(self.index.compact, "vector index compacted after deletes in %.1fs")
 
     def step(self) -> None:
+        if not self._room():
+            return
         if self.due():
             self.run_once()
         if self.compaction_due():
             self.compact()
+
+    def _room(self) -> bool:
+        """Optimizing and compacting write the shard through memory-mapped files, which a full
+        disk turns into a killed process: below the reserve both wait (said once) until there is room."""
+        try:
+            ensure_free_space(self.data_dir, self.min_free_disk_mb)
+        except StorageFull as exc:
+            if self._short_of_room_since is None:
+                self._short_of_room_since = time.monotonic()
+                log.warning("index upkeep waits for disk space: %s", exc.message)
+            return False
+        self._short_of_room_since = None
+        return True
 
     def start(self, poll_seconds: float = 1.0) -> None:
         self._loop = BackgroundLoop("dcpm-index-maintenance", self.step, poll_seconds,

@@ -43,11 +43,12 @@ def telemetry_off() -> dict:
                           "auto_configure": False}}
 
 
-def create_app(service: MemoryService, bound_host: str | None = None) -> FastAPI:
+def create_app(service: MemoryService, bound_host: str | None = None, instance: str | None = None) -> FastAPI:
     """The app over `service`. `bound_host` is the address the daemon listens on (`dcpm serve`
     passes it): then a request must name the daemon in its Host header (a loopback name, that
     address or one of `allowed_hosts`), which defeats DNS rebinding. Without it (tests, an app
-    mounted elsewhere) Host is not checked; every other guard always applies."""
+    mounted elsewhere) Host is not checked; every other guard always applies. `instance` is the
+    token `dcpm serve` wrote to daemon.json (dcpm.store.datadir.write_daemon)."""
     settings = service.settings
     app = FastAPI(title="dcpm", version=__version__,
                   description="Long-term memory for LLM assistants: raw turns, facts with supersedes chains, "
@@ -99,6 +100,12 @@ def create_app(service: MemoryService, bound_host: str | None = None) -> FastAPI
         Once access control is on, only the admin sees more than whether each part is up."""
         report = health.current()
         return report if sees_details(request, authorization) else public_view(report)
+
+    @app.get("/healthz/instance", tags=["operations"])
+    def healthz_instance() -> dict:
+        """The token this daemon wrote to its data directory's daemon.json: a CLI command checks it
+        before it sends anything, so it never acts on another data directory's daemon."""
+        return {"instance": instance}
 
     @app.get("/admin", response_class=HTMLResponse, include_in_schema=False)
     def admin_page() -> HTMLResponse:

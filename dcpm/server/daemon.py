@@ -5,6 +5,7 @@ that CLI commands go through the API, serve HTTP until stopped, then undo all of
 from __future__ import annotations
 
 import logging
+import secrets
 import shutil
 import signal
 import sys
@@ -30,6 +31,7 @@ def run_daemon(settings: Settings, host: str | None = None, port: int | None = N
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
     host = host or settings.host
     port = port or settings.port
+    instance = secrets.token_hex(16)  # names this run in daemon.json and at /healthz/instance
     lock = DataDirLock(settings.data_dir)
     lock.acquire()
     _clear_transfers(settings.data_dir)
@@ -43,11 +45,12 @@ def run_daemon(settings: Settings, host: str | None = None, port: int | None = N
         if service.llm is not None and settings.consolidation_schedule:
             schedule_nightly(service.consolidation.backends, settings.consolidation_cron)
         client_host = "127.0.0.1" if host in ("0.0.0.0", "::") else f"[{host}]" if ":" in host else host
-        write_daemon(settings.data_dir, f"http://{client_host}:{port}")
+        write_daemon(settings.data_dir, f"http://{client_host}:{port}", instance)
         print(f"dcpm serving {settings.data_dir} on http://{host}:{port} (OpenAPI: /docs)", file=sys.stderr,
               flush=True)
         signal.signal(signal.SIGTERM, _stop_on_terminate)
-        uvicorn.run(create_app(service, bound_host=host), host=host, port=port, log_level=log_level.lower())
+        uvicorn.run(create_app(service, bound_host=host, instance=instance), host=host, port=port,
+                    log_level=log_level.lower())
     finally:
         clear_daemon(settings.data_dir)
         service.close()

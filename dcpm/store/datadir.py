@@ -70,6 +70,7 @@ class DataDirLock:
             who = f"a daemon (pid {owner['pid']}, {owner['url']})" if owner else "another dcpm process"
             raise Conflict(f"the data directory {self.data_dir} is in use by {who}") from None
         self._handle = handle
+        clear_daemon(self.data_dir)  # left by a daemon that died without its cleanup: it serves nothing now
 
     def release(self) -> None:
         if self._handle is not None:
@@ -91,11 +92,13 @@ def is_locked(data_dir: Path) -> bool:
         return False
 
 
-def write_daemon(data_dir: Path, url: str) -> None:
+def write_daemon(data_dir: Path, url: str, instance: str) -> None:
+    """`instance`: a token the daemon also answers at /healthz/instance, so that a client can tell
+    that whoever listens at `url` is this data directory's daemon and not another one."""
     path = Path(data_dir) / DAEMON_FILE
     tmp = path.with_suffix(".tmp")
     with open_private(tmp, "w") as handle:
-        handle.write(json.dumps({"pid": os.getpid(), "url": url}))
+        handle.write(json.dumps({"pid": os.getpid(), "url": url, "instance": instance}))
     tmp.replace(path)
 
 
@@ -110,12 +113,16 @@ def clear_daemon(data_dir: Path) -> None:
     (Path(data_dir) / DAEMON_FILE).unlink(missing_ok=True)
 
 
-def running_daemon_url(data_dir: Path) -> str | None:
-    """The URL of the daemon that owns this data directory, if one is serving it now."""
+def running_daemon(data_dir: Path) -> dict[str, Any] | None:
+    """daemon.json of the daemon that owns this data directory, if one is serving it now (a file
+    nobody holds the lock for is a dead daemon's; whoever takes the lock next removes it)."""
     info = read_daemon(data_dir)
-    if info and is_locked(data_dir):
-        return str(info["url"])
-    return None
+    return info if info and "url" in info and is_locked(data_dir) else None
+
+
+def running_daemon_url(data_dir: Path) -> str | None:
+    info = running_daemon(data_dir)
+    return str(info["url"]) if info else None
 
 
 def ensure_free_space(data_dir: Path, min_free_mb: int) -> None:

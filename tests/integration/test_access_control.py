@@ -34,6 +34,7 @@ UNKNOWN_ID = "00000000-0000-0000-0000-000000000000"
 # "admin": the admin token only.
 SCOPES = {
     ("GET", "/healthz"): "open",
+    ("GET", "/healthz/instance"): "open",  # the daemon's instance token (daemon.json), nothing of a user
     ("GET", "/admin"): "open",  # the page shell; its data calls carry a credential
     ("GET", "/openapi.json"): "open",
     ("GET", "/docs"): "open",
