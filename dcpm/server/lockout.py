@@ -45,15 +45,19 @@ class CredentialLockout:
                 return
             del self._failures[address]
 
+    def _current(self, address: str) -> tuple[float, Failures | None]:
+        """Now, and the address's failures in a window not yet ended (under the lock)."""
+        now = self.clock()
+        self._expire(now)
+        return now, self._failures.get(address)
+
     def check(self, address: str, proof: str | None = None) -> None:
         """TooManyRequests while `address` is locked out and `proof` (the credential's hash) is not
         one that succeeded before; nothing otherwise."""
         if not self.max_failures:
             return
         with self._lock:
-            now = self.clock()
-            self._expire(now)
-            failures = self._failures.get(address)
+            now, failures = self._current(address)
             if failures is None or failures.count < self.max_failures or proof in self._proven:
                 return
             wait, count = max(1, math.ceil(failures.since + self.window - now)), failures.count
@@ -66,9 +70,7 @@ class CredentialLockout:
         if not self.max_failures:
             return
         with self._lock:
-            now = self.clock()
-            self._expire(now)
-            failures = self._failures.get(address)
+            now, failures = self._current(address)
             if failures is not None:
                 failures.count += 1
                 return
