@@ -5,7 +5,6 @@ and failed inputs in /metrics. Ana's assistant holds a key for Ana."""
 
 from __future__ import annotations
 
-import threading
 import time
 from datetime import datetime
 from typing import Iterator
@@ -29,6 +28,7 @@ from dcpm.store.models import ApiKey, RawInput
 from dcpm.testing.scripted_llm import LLMServer
 
 from .served import served
+from .slow_llm import ana_waiting_on_a_slow_llm
 
 TOKEN = "admin-s3cret"
 BEES = "Ana keeps bees on her allotment"
@@ -257,33 +257,16 @@ def test_healthz_tells_a_caller_without_the_admin_token_only_what_is_up(api, ser
 # --- finding 8: waiting adds cannot take every worker ------------------------------------------
 
 def test_a_waiting_add_beyond_the_cap_is_answered_at_once_and_extracted_in_the_background(settings, embedder):
-    with LLMServer() as llm:
-        llm.script.slow_seconds = 4.0
-        llm.script.faults.append("slow")
-        settings.llm_base_url, settings.llm_model, settings.llm_timeout = llm.url, "scripted", 30.0
-        settings.max_waiting_adds = 1
-        service = MemoryService(settings, embedder=embedder)
-        try:
-            with served(create_app(service)) as url:
-                answers: list[httpx.Response] = []
-                first = threading.Thread(target=lambda: answers.append(httpx.post(
-                    f"{url}/v1/memories", json={"user_id": "ana", "text": BEES}, timeout=60)))
-                first.start()
-                while not llm.script.calls:
-                    time.sleep(0.05)
-                started = time.monotonic()
-                second = httpx.post(f"{url}/v1/memories", json={"user_id": "bob", "text": "Bob plays the cello"},
-                                    timeout=60)
-                assert second.status_code == 202 and time.monotonic() - started < 3
-                assert second.json()["status"] == "pending" and "background" in second.json()["message"]
-                first.join()
-                assert answers[0].status_code == 201 and answers[0].json()["status"] == "done"
-                deadline = time.monotonic() + 20
-                while service.list_memories("bob", kind="raw").items[0].status != RawStatus.DONE:
-                    assert time.monotonic() < deadline, "bob's input was never extracted"
-                    time.sleep(0.1)
-        finally:
-            service.close()
+    with ana_waiting_on_a_slow_llm(settings, embedder, max_waiting_adds=1, slow_seconds=4.0) as (url, service, first):
+        started = time.monotonic()
+        second = httpx.post(f"{url}/v1/memories", json={"user_id": "bob", "text": "Bob plays the cello"}, timeout=60)
+        assert second.status_code == 202 and time.monotonic() - started < 3
+        assert second.json()["status"] == "pending" and "background" in second.json()["message"]
+        assert first.result().status_code == 201 and first.result().json()["status"] == "done"
+        deadline = time.monotonic() + 20
+        while service.list_memories("bob", kind="raw").items[0].status != RawStatus.DONE:
+            assert time.monotonic() < deadline, "bob's input was never extracted"
+            time.sleep(0.1)
 
 
 # --- failed inputs, visible --------------------------------------------------------------------
