@@ -20,7 +20,7 @@ from dcpm.config import Settings
 from dcpm.domain import Turn
 from dcpm.errors import DcpmError, StorageFull
 from dcpm.parts import Loading, ProcessParts
-from dcpm.store.datadir import DataDirLock, ensure_free_space, running_daemon_url
+from dcpm.store.datadir import DataDirLock, ensure_free_space, running_daemon
 
 if TYPE_CHECKING:
     from dcpm.admin.delete import Deletion
@@ -233,7 +233,7 @@ def open_memory(settings: Settings, *, background: bool = False, loading: Loadin
     """The daemon's client when one serves this data directory, else the store opened here under
     its lock: lazily, as suits one CLI command (`loading` hears what loads, e.g. the model), or with
     index upkeep and the writer's recovery loop when `background` (long-running: the MCP server)."""
-    if running_daemon_url(settings.data_dir):  # only then is the HTTP client (httpx) loaded
+    if running_daemon(settings.data_dir):  # only then is the HTTP client (httpx) loaded
         from dcpm.api.client import daemon_client
 
         client = daemon_client(settings)

@@ -61,7 +61,7 @@ class IndexMaintenance:
         self.compact_quiet_seconds = settings.compact_after_delete_seconds
         self.compact_max_delay_seconds = settings.compact_max_delay_seconds
         self.data_dir, self.min_free_disk_mb = settings.data_dir, settings.min_free_disk_mb
-        self._short_of_room_since: float | None = None
+        self._waiting_for_room = False  # said once per wait
         self._unoptimized = 0
         self._last_write = time.monotonic()
         self._lock = threading.Lock()
@@ -112,11 +112,11 @@ class IndexMaintenance:
         try:
             ensure_free_space(self.data_dir, self.min_free_disk_mb)
         except StorageFull as exc:
-            if self._short_of_room_since is None:
-                self._short_of_room_since = time.monotonic()
+            if not self._waiting_for_room:
                 log.warning("index upkeep waits for disk space: %s", exc.message)
+            self._waiting_for_room = True
             return False
-        self._short_of_room_since = None
+        self._waiting_for_room = False
         return True
 
     def start(self, poll_seconds: float = 1.0) -> None:

@@ -120,10 +120,6 @@ def running_daemon(data_dir: Path) -> dict[str, Any] | None:
     return info if info and "url" in info and is_locked(data_dir) else None
 
 
-def running_daemon_url(data_dir: Path) -> str | None:
-    info = running_daemon(data_dir)
-    return str(info["url"]) if info else None
-
 
 def ensure_free_space(data_dir: Path, min_free_mb: int) -> None:
     """Refuse a write before the disk is actually full. The vector shard writes through sparse

@@ -26,13 +26,13 @@ BATCH = 1000
 
 def _move(metadata: dict, moves: dict[str, str]) -> dict | None:
     """The metadata with each old key under its new one; None when nothing moves."""
-    if not isinstance(metadata, dict) or not any(old in metadata and new not in metadata for old, new in moves.items()):
+    if not isinstance(metadata, dict):
         return None
     moved = dict(metadata)
     for old, new in moves.items():
         if old in moved and new not in moved:
             moved[new] = moved.pop(old)
-    return moved
+    return moved if moved.keys() != metadata.keys() else None
 
 
 def _rewrite(moves: dict[str, str]) -> None:
