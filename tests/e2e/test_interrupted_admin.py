@@ -49,3 +49,40 @@ def test_an_export_whose_write_fails_keeps_the_previous_export_whole_and_leaves_
     assert path.read_bytes() == backup and sorted(p.name for p in tmp_path.glob("ana.jsonl*")) == ["ana.jsonl"]
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert json.loads(backup.split(b"\n", 1)[0])["manifest"]["counts"]["raw_input"] == len(NOTES)
+
+
+KILL_INSIDE_RMTREE = """
+import os, shutil, signal  # shutil first: it picks its fd-based rmtree by the real os.unlink
+_unlink, _seen = os.unlink, [0]
+def unlink(path, *args, dir_fd=None, **kwargs):
+    if dir_fd is not None:  # shutil.rmtree removes a tree file by file through its directory's fd
+        _seen[0] += 1
+        if _seen[0] == {after}:
+            os.kill(os.getpid(), signal.SIGKILL)
+    return _unlink(path, *args, dir_fd=dir_fd, **kwargs)
+os.unlink = unlink
+"""
+
+
+def test_a_reindex_killed_while_it_empties_an_old_index_leaves_one_that_opens_and_finds_everything(tmp_path):
+    """`dcpm reindex` of an index of the old shared-IDF layout removes the shard before it
+    rebuilds it: a kill -9 part-way through that removal (here after 20 of its files) must leave
+    no half a shard that no later start, reindex included, can open."""
+    data_dir, hooks = tmp_path / "data", tmp_path / "hooks"
+    with Daemon(data_dir) as daemon:
+        add_notes(daemon.url)
+    record = json.loads((data_dir / "vectors.json").read_text())
+    record.pop("idf")  # an index built before IDF per user: reindex empties it first
+    (data_dir / "vectors.json").write_text(json.dumps(record))
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(KILL_INSIDE_RMTREE.format(after=20))
+    killed = run_cli(data_dir, "reindex", check=False, PYTHONPATH=os.pathsep.join([str(hooks), *sys.path]))
+    assert killed.returncode == -9, killed.stderr
+
+    with Daemon(data_dir) as daemon:  # the next start opens an index, and start-up repair fills it
+        health = httpx.get(f"{daemon.url}/healthz", timeout=30).json()
+        assert health["index"]["points"] == len(NOTES)
+        found = httpx.post(f"{daemon.url}/v1/search", json={"user_id": "ana", "query": NOTES[123], "limit": 1},
+                           timeout=60).json()
+        assert found["hits"][0]["text"] == NOTES[123]
+    assert "reindexed 300 point(s)" in run_cli(data_dir, "reindex").stdout
