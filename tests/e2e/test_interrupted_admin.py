@@ -1,5 +1,6 @@
-"""Operator commands cut short for real: an export whose write fails half-way, a reindex killed
-with -9 while it empties an index it must rebuild. Whatever was there before stays usable."""
+"""Operator commands cut short for real: an export whose write fails half-way, a reindex and a
+hard delete killed with -9 at a chosen moment (a hook in the killed process itself). Whatever was
+there before stays usable, and a delete is either done or not done."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import subprocess
 import sys
 
 import httpx
+import pytest
 
 from .daemon import Daemon, dcpm_env, run_cli
 
@@ -86,3 +88,50 @@ def test_a_reindex_killed_while_it_empties_an_old_index_leaves_one_that_opens_an
                            timeout=60).json()
         assert found["hits"][0]["text"] == NOTES[123]
     assert "reindexed 300 point(s)" in run_cli(data_dir, "reindex").stdout
+
+
+KILL_AT_INDEX_DELETE = """
+import os, signal
+from dcpm.index.edge import EdgeIndex
+_delete, _calls = EdgeIndex.delete, [0]
+def delete(self, ids):
+    _calls[0] += 1
+    if _calls[0] == {call} and "{when}" == "before":
+        os.kill(os.getpid(), signal.SIGKILL)
+    _delete(self, ids)
+    if _calls[0] == {call} and "{when}" == "after":
+        os.kill(os.getpid(), signal.SIGKILL)
+EdgeIndex.delete = delete
+"""
+
+
+@pytest.mark.parametrize("call,when,done", [(1, "after", False)], ids=["vectors-gone-rows-not-yet"])
+def test_a_user_delete_killed_mid_way_is_either_done_or_not_done_after_a_restart(tmp_path, call, when, done):
+    """`dcpm delete --user bob` removes bob's vectors, commits the rows' removal, then removes the
+    vectors once more: a kill -9 before the commit leaves bob whole and searchable again after a
+    restart (the delete did not happen and can be run again), one after it leaves nothing of bob."""
+    data_dir, hooks = tmp_path / "data", tmp_path / "hooks"
+    with Daemon(data_dir) as daemon:
+        add_notes(daemon.url, "ana"), add_notes(daemon.url, "bob")
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(KILL_AT_INDEX_DELETE.format(call=call, when=when))
+    killed = run_cli(data_dir, "delete", "--user", "bob", "--yes", check=False,
+                     PYTHONPATH=os.pathsep.join([str(hooks), *sys.path]))
+    assert killed.returncode == -9, killed.stderr
+
+    with Daemon(data_dir) as daemon:
+        users = {u["id"] for u in httpx.get(f"{daemon.url}/v1/users", timeout=30).json()}
+        points = httpx.get(f"{daemon.url}/healthz", timeout=30).json()["index"]["points"]
+        assert users == ({"ana"} if done else {"ana", "bob"})
+        assert points == len(NOTES) * (1 if done else 2)  # no row without its vector, no vector without its row
+        assert found(daemon.url, "bob", NOTES[42])[:1] == ([] if done else [NOTES[42]])
+        if not done:  # run again, it deletes bob for good
+            assert httpx.delete(f"{daemon.url}/v1/users/bob", timeout=60).status_code == 200
+            assert found(daemon.url, "bob", NOTES[42]) == []
+
+
+def found(url: str, user: str, query: str) -> list[str]:
+    """The texts a search finds; none for a user the store no longer knows (404)."""
+    response = httpx.post(f"{url}/v1/search", json={"user_id": user, "query": query, "limit": 3}, timeout=60)
+    assert response.status_code in (200, 404), response.text
+    return [hit["text"] for hit in response.json()["hits"]] if response.status_code == 200 else []
