@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session
 from dcpm import __version__
 from dcpm.domain import check_user_id
 from dcpm.errors import Conflict, DcpmError, Invalid, NotFound
+from dcpm.store.datadir import replace_privately
 from dcpm.store.db import Database, current_revision
 from dcpm.store.models import (
     ClusterDone,
@@ -104,9 +105,7 @@ def export_user(db: Database, user_id: str, path: Path) -> dict[str, Any]:
                 "user_id": user_id, "exported_at": datetime.now().astimezone().isoformat(), "counts": counts,
                 "sha256": hashlib.sha256("\n".join(lines).encode()).hexdigest()}
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".part")
-    tmp.write_text("\n".join([json.dumps({"manifest": manifest})] + lines) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    replace_privately(path, ("\n".join([json.dumps({"manifest": manifest})] + lines) + "\n").encode("utf-8"))
     return manifest
 
 

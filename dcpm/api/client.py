@@ -199,8 +199,10 @@ class Client:
         return GraphOut.model_validate(self._call("GET", f"/v1/users/{_id(user_id)}/graph"))
 
     def export_user(self, user_id: str, path: Path) -> dict:
+        from dcpm.store.datadir import replace_privately
+
         response = self._send("GET", f"/v1/admin/users/{_id(user_id)}/export")
-        path.write_bytes(response.content)
+        replace_privately(path, response.content)  # never half an export over the previous one
         return json.loads(response.content.split(b"\n", 1)[0])["manifest"]
 
     def restore(self, path: Path) -> dict:

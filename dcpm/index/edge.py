@@ -34,7 +34,7 @@ from dcpm.errors import StorageFull, is_disk_full
 from dcpm.index import user_idf
 from dcpm.index.base import DENSE, SPARSE, Hit, IndexPoint, PendingPurge, Scope, SharedLock
 from dcpm.index.edge_filter import match, scope_filter
-from dcpm.index.edge_swap import finish_swap, room_for_a_copy, sibling
+from dcpm.index.edge_swap import finish_swap, remove_shard, room_for_a_copy, sibling
 from dcpm.index.identity import IndexIdentity
 
 log = logging.getLogger("dcpm.index")
@@ -86,7 +86,7 @@ class EdgeIndex:
         if action != "replace":
             self.idf_per_user = user_idf.per_user(found, self.sparse_uses_idf, f"the vector index in {self.path}")
         if action == "replace":
-            shutil.rmtree(self.path)  # _open creates an empty one for this embedder
+            remove_shard(self.path)  # _open creates an empty one for this embedder
             self.marker.unlink(missing_ok=True)  # deleted points went with it
         elif action == "record":
             self._write_meta()
@@ -228,7 +228,7 @@ class EdgeIndex:
     def clear(self) -> None:
         with self._write_lock, self._gate.exclusive():
             self._shard.close()
-            shutil.rmtree(self.path, ignore_errors=True)
+            remove_shard(self.path)
             self.meta_path.unlink(missing_ok=True)
             self.idf_per_user = user_idf.per_user(None, self.sparse_uses_idf)  # a new shard counts it per user
             self._frequencies.forget()

@@ -24,6 +24,19 @@ def finish_swap(path: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def remove_shard(path: Path) -> None:
+    """Remove the shard at `path` so that a crash at any moment leaves the whole shard or none
+    (the next open then creates an empty one, which start-up repair fills from the store): it
+    is moved aside in one rename, then removed file by file where no open looks (`finish_swap`
+    removes what a crash left there). Removed in place, a kill part-way left a shard that no
+    start could load, `dcpm reindex` included."""
+    old = sibling(path, "old")
+    shutil.rmtree(old, ignore_errors=True)
+    if path.exists():
+        path.rename(old)
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def room_for_a_copy(path: Path, reserve_mb: int) -> None:
     """StorageFull unless a whole copy of the shard at `path` fits above the disk reserve: the copy
     is written through memory-mapped files, where a full disk kills the process rather than failing."""

@@ -53,6 +53,28 @@ def open_private(path: Path, mode: str = "a+"):  # type: ignore[no-untyped-def]
     return os.fdopen(fd, mode)
 
 
+def replace_privately(path: Path, data: bytes) -> None:
+    """Put `data` at `path` whole or not at all, readable by its owner only: written to
+    `NAME.part` (0600) and onto the disk, then renamed over `path`. A process killed meanwhile
+    leaves the previous file whole (an export a user keeps as their backup) and at most a `.part`
+    that nothing reads; a write that fails (a full disk) removes its `.part` and raises."""
+    partial = path.with_name(path.name + ".part")
+    try:
+        with open_private(partial, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())  # else a power cut after the rename can leave an empty file
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)  # the rename itself
+    finally:
+        os.close(directory)
+
+
 class DataDirLock:
     def __init__(self, data_dir: Path):
         self.data_dir = Path(data_dir)
