@@ -117,7 +117,9 @@ def read_export(path: Path) -> tuple[dict[str, Any], Iterator[tuple[str, dict]]]
     try:
         manifest = json.loads(text[0])["manifest"]
     except (IndexError, ValueError, KeyError, TypeError):
-        raise Invalid(f"{path} is not a dcpm export (no manifest on its first line)") from None
+        manifest = None
+    if not isinstance(manifest, dict):
+        raise Invalid(f"{path} is not a dcpm export (no manifest on its first line)")
     if manifest.get("format") != FORMAT:
         raise Invalid(f"{path} has export format {manifest.get('format')!r}; this dcpm reads {FORMAT}")
     body = text[1:]
