@@ -9,7 +9,8 @@ store in use. Vectors are not exported but rebuilt from the rows on restore (der
 
 The checksum only detects damage: anyone can edit their export. So a restore loads nothing
 but the manifest user's own rows, refuses rows that point at another user's chain, request or
-rows or that reuse another user's memory id, and reports any row it cannot load as Invalid.
+rows or that reuse another user's memory id, refuses values no add could store
+(dcpm.admin.restore_values), and reports any row it cannot load as Invalid.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from dcpm import __version__
+from dcpm.admin.restore_values import check_values
 from dcpm.domain import check_user_id
 from dcpm.errors import Conflict, DcpmError, Invalid, NotFound
 from dcpm.store.datadir import replace_privately
@@ -116,7 +118,9 @@ def read_export(path: Path) -> tuple[dict[str, Any], Iterator[tuple[str, dict]]]
     try:
         manifest = json.loads(text[0])["manifest"]
     except (IndexError, ValueError, KeyError, TypeError):
-        raise Invalid(f"{path} is not a dcpm export (no manifest on its first line)") from None
+        manifest = None
+    if not isinstance(manifest, dict):
+        raise Invalid(f"{path} is not a dcpm export (no manifest on its first line)")
     if manifest.get("format") != FORMAT:
         raise Invalid(f"{path} has export format {manifest.get('format')!r}; this dcpm reads {FORMAT}")
     body = text[1:]
@@ -156,6 +160,7 @@ def check_rows(user_id: str, rows: list[tuple[str, dict]]) -> None:
     for name, row in rows:
         if name not in models:
             raise Invalid(f"unknown record type {name!r} in the export")
+        check_values(name, models[name], row)  # what an add could store, and ids dcpm's own
         owner = row.get("id") if name == "user" else row.get("user_id", user_id)
         if owner != user_id:
             raise Invalid(f"the export for {user_id!r} holds a {name} row of {owner!r}; a restore loads one "

@@ -13,7 +13,7 @@ from __future__ import annotations
 import calendar
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -99,30 +99,44 @@ def _absolute(query: str, now: datetime) -> list[Span]:
     def free(match: re.Match) -> bool:
         return all(match.end() <= a or match.start() >= b for a, b in taken)
 
-    def add(match: re.Match, span: Span) -> None:
-        taken.append(match.span())
-        spans.append(_nudge(span, query, match.start()))
+    def add(match: re.Match, span: Callable[[], Span]) -> None:
+        made = _on_the_calendar(lambda: _nudge(span(), query, match.start()))
+        if made is not None:
+            taken.append(match.span())
+            spans.append(made)
 
     for m in _DAY_MONTH_YEAR.finditer(query):
-        add(m, _day(int(m.group(3)), MONTHS[m.group(2).lower()], int(m.group(1))))
+        add(m, lambda: _day(int(m.group(3)), MONTHS[m.group(2).lower()], int(m.group(1))))
     for m in filter(free, _MONTH_DAY_YEAR.finditer(query)):
-        add(m, _day(int(m.group(3)), MONTHS[m.group(1).lower()], int(m.group(2))))
+        add(m, lambda: _day(int(m.group(3)), MONTHS[m.group(1).lower()], int(m.group(2))))
     for m in filter(free, _MONTH_YEAR.finditer(query)):
-        add(m, _month_span(int(m.group(2)), MONTHS[m.group(1).lower()]))
+        add(m, lambda: _month_span(int(m.group(2)), MONTHS[m.group(1).lower()]))
     for m in filter(free, _SEASON_YEAR.finditer(query)):
         first, last = SEASONS[m.group(1).lower()]
-        start = datetime(int(m.group(2)), first, 1)
-        add(m, Span(start, start + relativedelta(months=last - first + 1)))
+        add(m, lambda: _months(datetime(int(m.group(2)), first, 1), last - first + 1))
     for m in filter(free, _MONTH_DAY.finditer(query)):
         month = MONTHS[m.group(1).lower()]
-        add(m, _day(_past_year(month, now), month, int(m.group(2))))
+        add(m, lambda: _day(_past_year(month, now), month, int(m.group(2))))
     for m in filter(free, _BARE_MONTH.finditer(query)):
         month = MONTHS[m.group(1).lower()]
         if month != now.month:  # "in june" said in June is the present, not a month to look back to
-            add(m, _month_span(_past_year(month, now), month))
+            add(m, lambda: _month_span(_past_year(month, now), month))
     for m in filter(free, _BARE_YEAR.finditer(query)):
-        add(m, Span(datetime(int(m.group(1)), 1, 1), datetime(int(m.group(1)) + 1, 1, 1)))
+        add(m, lambda: Span(datetime(int(m.group(1)), 1, 1), datetime(int(m.group(1)) + 1, 1, 1)))
     return spans
+
+
+def _months(start: datetime, months: int) -> Span:
+    return Span(start, start + relativedelta(months=months))
+
+
+def _on_the_calendar(make: Callable[[], Span]) -> Span | None:
+    """The span `make` builds; None when it would reach past year 1 or 9999 ("December 31" asked
+    as of 9999-12-31, "yesterday" as of 0001-01-01, "3000 years ago"): nothing to align to."""
+    try:
+        return make()
+    except (OverflowError, ValueError):
+        return None
 
 
 def _relative(query: str, now: datetime) -> list[Span]:
@@ -131,25 +145,26 @@ def _relative(query: str, now: datetime) -> list[Span]:
     for m in _AGO.finditer(query):
         count = int(m.group(1)) if m.group(1).isdigit() else NUMBER_WORDS[m.group(1).lower()]
         days = UNIT_DAYS[m.group(2).lower()]
-        half = timedelta(days=max(days // 2, 1))
-        try:
-            centre = today - timedelta(days=count * days)
-            spans.append(Span(centre - half, centre + half))
-        except OverflowError:  # "3000 years ago" is before any date there is: nothing to align to
-            continue
+        spans.append(_on_the_calendar(lambda: _around(today - timedelta(days=count * days), max(days // 2, 1))))
     for m in _RELATIVE.finditer(query):
-        phrase = " ".join(m.group(1).lower().split())
-        if phrase in ("yesterday", "last night"):
-            spans.append(Span(today - timedelta(days=1), today))
-        elif phrase.endswith(("weekend", "week")):
-            spans.append(Span(today - timedelta(days=14), today))
-        elif phrase.endswith("month"):
-            spans.append(Span(today.replace(day=1) - relativedelta(months=1), today))
-        elif phrase == "last year":
-            spans.append(Span(datetime(today.year - 1, 1, 1), datetime(today.year, 1, 1)))
-        else:
-            spans.append(Span(today - timedelta(days=365), today))
-    return spans
+        spans.append(_on_the_calendar(lambda: _relative_span(" ".join(m.group(1).lower().split()), today)))
+    return [span for span in spans if span is not None]
+
+
+def _around(centre: datetime, half_days: int) -> Span:
+    return Span(centre - timedelta(days=half_days), centre + timedelta(days=half_days))
+
+
+def _relative_span(phrase: str, today: datetime) -> Span:
+    if phrase in ("yesterday", "last night"):
+        return Span(today - timedelta(days=1), today)
+    if phrase.endswith(("weekend", "week")):
+        return Span(today - timedelta(days=14), today)
+    if phrase.endswith("month"):
+        return Span(today.replace(day=1) - relativedelta(months=1), today)
+    if phrase == "last year":
+        return Span(datetime(today.year - 1, 1, 1), datetime(today.year, 1, 1))
+    return Span(today - timedelta(days=365), today)
 
 
 def referred_span(query: str, now: datetime) -> Span | None:

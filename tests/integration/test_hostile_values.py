@@ -101,6 +101,24 @@ def test_a_question_about_a_time_before_any_date_is_answered(api, query):
     assert response.status_code == 200
 
 
+@pytest.mark.parametrize("as_of, query", [
+    ("9999-12-31T23:59:59Z", "what did I do on December 31"),
+    ("9999-12-31T23:59:59Z", "the week after December 30"),
+    ("0001-01-01T12:00:00Z", "what did I do yesterday"),
+    ("0001-01-01T12:00:00Z", "what happened last year"),
+    ("0001-02-01T12:00:00Z", "in December"),
+])
+def test_a_question_whose_time_falls_off_the_calendar_as_of_its_moment_is_answered(api, as_of, query):
+    """A time the question names, read as of the first or last day there is, may lie before
+    year 1 or after 9999 ('December 31' as of 9999-12-31 reaches into 10000): it aligns nothing
+    and the search answers, where it used to be a 500."""
+    said = {"user_id": "ana", "text": "I rang in the year on the roof", "infer": False, "timestamp": as_of[:10]}
+    assert api.post("/v1/memories", json=said).status_code == 201
+    response = api.post("/v1/search", json={"user_id": "ana", "query": query, "as_of": as_of})
+    assert response.status_code == 200, response.text
+    assert "I rang in the year on the roof" in [hit["text"] for hit in response.json()["hits"]]
+
+
 def test_a_search_with_a_lone_surrogate_is_a_4xx(api):
     response = api.post("/v1/search", content='{"user_id": "ana", "query": "bees %s"}' % SURROGATE[1:-1],
                         headers={"content-type": "application/json"})

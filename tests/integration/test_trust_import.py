@@ -77,3 +77,19 @@ def test_the_importer_stores_a_repeated_line_once(tmp_path, settings):
     line = json.dumps({"user_id": "ana", "text": "hi", "id": "6a1f5d1e-0b8f-4f7e-9a0c-3f5e1d2c4b6a"})
     path.write_text(f"{line}\n{line}\n")
     assert len(read_file(path, None, settings)) == 1
+
+
+@pytest.mark.parametrize("turn", [Turn(text="hello", role="r" * 33), Turn(text="hello", speaker="s" * 129),
+                                  Turn(text="hello", session_id="s" * 129)])
+def test_a_role_speaker_or_session_wider_than_its_column_is_refused_as_over_http(service, tmp_path, settings, turn):
+    """The HTTP models refuse them (422); an import file reached the store with them, where
+    SQLite kept them (an export no restore would load) and PostgreSQL failed the batch."""
+    with pytest.raises(Invalid, match="the limit is"):
+        service.import_turns("ana", [turn])
+    assert service.users() == []
+    line = {"user_id": "ana", "text": turn.text, "role": turn.role, "speaker": turn.speaker,
+            "session_id": turn.session_id}
+    path = tmp_path / "wide.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    with pytest.raises(Invalid, match="line 1: the .* of message 1 is 1?[23][39] characters"):
+        read_file(path, None, settings)

@@ -1,0 +1,88 @@
+"""What one row of an export may hold, checked before a restore writes anything.
+
+An export is a file anyone can edit and re-checksum (dcpm.admin.export), and a restore writes its
+rows as they are: SQLite keeps whatever a column is given. A value no add could store used to
+load and break what came after it: metadata that is a list, NaN or nested hundreds of levels
+(a 500 on every listing of the user, a user no delete could remove), a revision that is a word,
+a memory id that is no UUID (every later restore, and start-up repair, failed on its vector
+point). So every value must be what its column holds, under the rules an add keeps
+(dcpm.stored_values), and the enumerations and ids be dcpm's own; else the restore is Invalid
+and loads nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Boolean, Float, Integer, String
+from sqlalchemy import inspect as sa_inspect
+
+from dcpm.domain import INT64_RANGE, ITEM_KINDS, EventAction, NodeKind, NodeStatus, RawStatus, as_utc
+from dcpm.errors import Invalid
+from dcpm.store.models import Document, UTCDateTime
+from dcpm.stored_values import check_metadata, check_text
+
+MEMORY_IDS = ("raw_input", "item", "node")  # a vector point each: ids in the one canonical UUID spelling
+CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("raw_input", "status"): tuple(RawStatus),
+    ("item", "kind"): tuple(ITEM_KINDS),
+    ("node", "kind"): tuple(NodeKind),
+    ("node", "status"): tuple(NodeStatus),
+    ("event", "action"): tuple(EventAction),
+}
+
+
+def check_values(name: str, model: Any, row: dict[str, Any]) -> None:
+    """Invalid, naming the row and the column, unless every value of `row` (a `name` record)
+    fits its column of `model` and dcpm's own rules for it."""
+    for attr in sa_inspect(model).column_attrs:
+        column = attr.columns[0]
+        if attr.key not in row or (column.primary_key and isinstance(column.type, Integer)):
+            continue  # absent: the column's default; a counter: this store's own (dcpm.admin.export)
+        value, where = row[attr.key], f"the {name} row's {attr.key}"
+        if value is None:
+            if not column.nullable and column.default is None:
+                raise Invalid(f"{where} is missing")
+            continue
+        _check_value(column.type, value, where)
+        allowed = CHOICES.get((name, attr.key))
+        if allowed is not None and value not in allowed:
+            raise Invalid(f"{where} is {value!r}; dcpm writes one of {', '.join(allowed)}")
+    if name in MEMORY_IDS and "id" in row:
+        memory_id = row["id"]
+        try:
+            canonical = str(uuid.UUID(memory_id))
+        except (ValueError, AttributeError, TypeError):
+            canonical = None
+        if canonical != memory_id:
+            raise Invalid(f"the {name} row's id {memory_id!r} is not a memory id (a UUID in lower case)")
+
+
+def _check_value(kind: Any, value: Any, where: str) -> None:
+    if isinstance(kind, UTCDateTime):
+        try:
+            as_utc(datetime.fromisoformat(value))
+        except (TypeError, ValueError, OverflowError):  # as_utc's InvalidMoment is a ValueError too
+            raise Invalid(f"{where} is {value!r}, not an ISO-8601 time within years 1-9999") from None
+    elif isinstance(kind, Document):
+        if not isinstance(value, dict):
+            raise Invalid(f"{where} must be a JSON object")
+        check_metadata(value, where)
+    elif isinstance(kind, Boolean):
+        if not isinstance(value, bool):
+            raise Invalid(f"{where} must be true or false")
+    elif isinstance(kind, Integer):
+        if isinstance(value, bool) or not isinstance(value, int) or not INT64_RANGE[0] <= value <= INT64_RANGE[1]:
+            raise Invalid(f"{where} must be an integer of 64 bits")
+    elif isinstance(kind, Float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise Invalid(f"{where} must be a finite number")
+    elif isinstance(kind, String):  # Text too
+        if not isinstance(value, str):
+            raise Invalid(f"{where} must be text")
+        check_text(value, where)
+        if kind.length is not None and len(value) > kind.length:
+            raise Invalid(f"{where} is {len(value)} characters; the column holds {kind.length}")
