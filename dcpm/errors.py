@@ -89,6 +89,14 @@ def is_disk_full(exc: BaseException) -> bool:
     return getattr(exc, "errno", None) == 28 or "disk is full" in text or "no space left" in text
 
 
+def is_read_only(exc: BaseException) -> bool:
+    """SQLite's SQLITE_READONLY ("attempt to write a readonly database"), PostgreSQL in recovery or
+    read-only transaction, or the file system's EROFS."""
+    text = str(exc).lower()
+    return (getattr(exc, "errno", None) == errno.EROFS or "readonly database" in text
+            or "read-only transaction" in text)
+
+
 # A path the caller named that is missing, of the wrong kind, or not theirs to use.
 CALLERS_PATH = {errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.EACCES, errno.EPERM,
                 errno.ENAMETOOLONG, errno.ELOOP, errno.EROFS}

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Iterator
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
-from dcpm.errors import StorageFull, is_disk_full
+from dcpm.errors import StorageFull, Unavailable, is_disk_full, is_read_only
 from dcpm.store.models import Base
 from dcpm.store.vacuum import vacuum
 
@@ -126,9 +126,12 @@ class Database:
             with self._sessions() as session:
                 with session.begin():
                     yield session
-        except (OperationalError, OSError) as exc:
+        except (DBAPIError, OSError) as exc:  # PostgreSQL's read-only refusal is an InternalError
             if is_disk_full(exc):
                 raise StorageFull("the disk under the data directory is full; the write was rolled back") from exc
+            if is_read_only(exc):  # a file system remounted read-only, a database file whose mode changed
+                raise Unavailable("the store refuses writes (its files or file system are read-only); "
+                                  "the write was rolled back, reads still work") from exc
             raise
 
     @contextmanager

@@ -1,4 +1,5 @@
-"""Faults injected on purpose: a flapping LLM during consolidation, hostile text, broken bodies."""
+"""Faults injected on purpose: a flapping LLM during consolidation, hostile text, broken bodies, a
+store that turns read-only under the daemon."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections import deque
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import event
 
 from dcpm.api.models import AddMemoryRequest, SearchRequest
 from dcpm.consolidation.runs import consolidate_user
@@ -77,3 +79,34 @@ def test_broken_bodies_get_a_4xx_and_change_nothing(svc, body, content_type):
         response = client.post("/v1/memories", content=body, headers={"content-type": content_type})
         assert 400 <= response.status_code < 500 and response.json()["message"]
     assert svc.list_memories("ana", kind="raw").total == 1
+
+
+def test_a_store_that_turns_read_only_refuses_writes_with_503_and_still_answers_searches(svc):
+    """A file system remounted read-only (or a database file whose mode changed) under a running
+    daemon: each write is refused with a message, nothing half-written, and reads go on."""
+    svc.add_memory(AddMemoryRequest(user_id="ana", text="Ana keeps bees on her allotment", infer=False))
+    engine = svc.db.engine
+    statement = ("PRAGMA query_only=ON" if engine.dialect.name == "sqlite"  # answers SQLITE_READONLY
+                 else "SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+
+    def read_only(dbapi_connection, _record):  # type: ignore[no-untyped-def]
+        cursor = dbapi_connection.cursor()
+        cursor.execute(statement)
+        cursor.close()
+        dbapi_connection.commit()
+
+    event.listen(engine, "connect", read_only)
+    engine.dispose()  # every connection from now on is read-only
+    try:
+        with TestClient(create_app(svc)) as client:
+            refused = client.post("/v1/memories", json={"user_id": "ana", "text": "Ana sold her hives",
+                                                        "infer": False})
+            assert refused.status_code == 503, refused.text
+            assert "read-only" in refused.json()["message"]
+            found = client.post("/v1/search", json={"user_id": "ana", "query": "bees"})
+            assert found.status_code == 200, found.text
+            assert [hit["text"] for hit in found.json()["hits"]] == ["Ana keeps bees on her allotment"]
+    finally:
+        event.remove(engine, "connect", read_only)
+        engine.dispose()
+    assert [r.text for r in svc.list_memories("ana", kind="raw").items] == ["Ana keeps bees on her allotment"]
