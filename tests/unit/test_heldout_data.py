@@ -107,3 +107,19 @@ def test_the_evaluation_refuses_a_set_that_does_not_fit_its_conversation():
     assert misfits(tiny_locomo(), pair(cue, {"session": "session_2", "speaker": "Ilse", "text": "x"}))  # 7 days
     assert misfits(tiny_locomo(), pair({**cue, "session": "session_3"}, {"session": "session_4", "speaker": "Ilse",
                                                                           "text": "x"}))
+
+
+def test_the_written_anticipations_cover_each_inserted_turn_once_and_never_copy_a_later_message():
+    """scripts/eval_anticipation.py reads what an extraction model wrote for every cue and fact
+    turn: one record per turn, items and four to six anticipations, none of them the trigger or
+    question it will be measured against (that would measure a copy, not an anticipation)."""
+    records = [json.loads(line) for line in (HELDOUT / "anticipations.jsonl").read_text(encoding="utf-8").splitlines()]
+    sets = heldout_sets()
+    turns = {f"{pair['id']}:cue": pair["trigger"]["text"] for conv in sets for pair in conv["cue_pairs"]}
+    turns |= {f"{item['id']}:fact": item["indirect"]["text"] + "\n" + item["direct"]["text"]
+              for conv in sets for item in conv["indirect_facts"]}
+    assert sorted(r["id"] for r in records) == sorted(turns)
+    for record in records:
+        assert 1 <= len(record["items"]) <= 3 and 4 <= len(record["anticipations"]) <= 6, record["id"]
+        later = turns[record["id"]].lower()
+        assert not any(line.lower() in later or later in line.lower() for line in record["anticipations"]), record["id"]
