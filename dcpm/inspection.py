@@ -36,7 +36,7 @@ from dcpm.errors import Conflict, Invalid, NotFound
 from dcpm.index import VectorIndex
 from dcpm.index.base import Condition
 from dcpm.index.row_filter import metadata_clause
-from dcpm.store import events
+from dcpm.store import events, leases
 from dcpm.store.chains import believed_at, walk_chain
 from dcpm.store.consent import consent_of, set_consent
 from dcpm.store.db import Database
@@ -240,14 +240,11 @@ def graph(db: Database, user_id: str) -> GraphOut:
 def runs(db: Database, user_id: str | None = None, limit: int = 50, job_id: str | None = None) -> list[RunOut]:
     """Consolidation run records, newest first (oldest first for one job)."""
     with db.session() as session:
-        query = select(ConsolidationRun)
-        if job_id:
-            query = query.where(ConsolidationRun.job_id == job_id).order_by(ConsolidationRun.started_at)
-        else:
-            query = query.order_by(ConsolidationRun.started_at.desc()).limit(limit)
+        query = (select(ConsolidationRun).where(ConsolidationRun.job_id == job_id).order_by(ConsolidationRun.started_at)
+                 if job_id else select(ConsolidationRun).order_by(ConsolidationRun.started_at.desc()).limit(limit))
         if user_id:
             query = query.where(ConsolidationRun.user_id == user_id)
-        return [run_out(r) for r in session.scalars(query)]
+        return [run_out(r, session) for r in session.scalars(query)]
 
 
 def health(db: Database, index: Callable[[], VectorIndex] | None, embedder: Callable[[], Embedder] | None,
@@ -279,9 +276,12 @@ def history_event(event) -> HistoryEvent:  # type: ignore[no-untyped-def]
                         detail=event.detail or {})
 
 
-def run_out(run: ConsolidationRun) -> RunOut:
-    return RunOut(id=run.id, user_id=run.user_id, status=run.status, phase=run.phase, dry_run=run.dry_run,
-                  started_at=run.started_at, finished_at=run.finished_at, counts=run.counts or {},
+def run_out(run: ConsolidationRun, session: Session) -> RunOut:
+    """A run marked running whose process no longer holds its lease died (kill -9): interrupted."""
+    lease = leases.consolidation_lease(run.user_id)
+    dead = run.status == "running" and not leases.still_held(session, lease, run.holder)
+    return RunOut(id=run.id, user_id=run.user_id, status="interrupted" if dead else run.status, phase=run.phase,
+                  dry_run=run.dry_run, started_at=run.started_at, finished_at=run.finished_at, counts=run.counts or {},
                   llm_calls=run.llm_calls or {}, tokens=run.tokens, errors=(run.errors or {}).get("messages", []))
 
 

@@ -38,8 +38,9 @@ HELD_POLL_SECONDS = 10.0  # how often a pass looks again at users other workers 
 
 
 class RunStatus(StrEnum):
-    """A run is `running` until it ends `done` or `failed`; one whose process died is found
-    `interrupted` by the next run of its user; a user another worker consolidated during the
+    """A run is `running` until it ends `done` or `failed`; one whose process died is
+    `interrupted` (so recorded by the next run of its user, so listed as soon as its lease is
+    not held: dcpm.inspection.runs); a user another worker consolidated during the
     same pass is reported `skipped`."""
 
     RUNNING = "running"
@@ -79,7 +80,8 @@ def consolidate_user(backends: Backends, user_id: str, *, dry_run: bool = False,
     if backends.llm is None and not dry_run:
         raise Unavailable("consolidation needs an LLM: set DCPM_LLM_BASE_URL and DCPM_LLM_MODEL (or use --dry-run)")
     progress = progress or (lambda phase, done, total: None)
-    with leases.held(backends.db, f"consolidate:{user_id}", settings.consolidation_lease_seconds, 0) as holder:
+    lease = leases.consolidation_lease(user_id)
+    with leases.held(backends.db, lease, settings.consolidation_lease_seconds, 0) as holder:
         started = time.perf_counter()
         if since is not None and _ended_since(backends.db, user_id, since, dry_run):
             return RunReport("", user_id, RunStatus.SKIPPED, errors=["consolidated by another worker in this pass"])

@@ -207,6 +207,22 @@ def held(db: Database, name: str, ttl_seconds: float, wait_seconds: float) -> It
         release(db, name, holder)
 
 
+def consolidation_lease(user_id: str) -> str:
+    """The lease a consolidation run of the user holds while it runs."""
+    return f"consolidate:{user_id}"
+
+
+def still_held(session: Session, name: str, holder: str | None) -> bool:
+    """Whether `holder` holds the lease `name` now: it is there, unexpired, and its process, when
+    of this host, is alive (a kill -9 leaves the row until it expires or is reclaimed)."""
+    lease = session.get(Lease, name)
+    if lease is None or lease.holder != holder:
+        return False
+    expires = lease.expires_at if lease.expires_at.tzinfo else lease.expires_at.replace(tzinfo=timezone.utc)
+    pid = local_pid(holder)
+    return expires >= now(session) and (pid is None or _alive(pid))
+
+
 def reclaim_dead(db: Database) -> int:
     """Drop leases held by processes of this host that no longer exist (after kill -9); those of
     other hosts are left to expire."""

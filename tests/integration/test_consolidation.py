@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import select
@@ -11,8 +15,9 @@ from dcpm.api.models import ConsentUpdate, SearchRequest
 from dcpm.consolidation import runs as runs_module
 from dcpm.consolidation.runs import consolidate_user
 from dcpm.service import MemoryService
+from dcpm.store import leases
 from dcpm.store.items import NewItem, add_item
-from dcpm.store.models import ConsolidationRun, Evidence, Node
+from dcpm.store.models import ConsolidationRun, Evidence, Lease, Node, utcnow
 from dcpm.testing.scripted_llm import LLMServer
 from dcpm.write.raw import touch_user
 
@@ -134,6 +139,24 @@ def test_a_crash_between_phases_resumes_without_duplicate_nodes(svc, monkeypatch
     assert len(nodes(svc)[0]) == 2 and len(nodes(svc, kind="core_schema")[0]) == 1
     statuses = sorted(r.status for r in svc.runs("ana"))
     assert statuses == ["done", "interrupted"]
+
+
+def test_a_run_whose_process_died_is_listed_interrupted_at_once_and_a_live_one_running(svc):
+    """`dcpm runs` after a kill -9 of `dcpm consolidate`: the dead run's lease is still in the
+    store (until it expires or a daemon starts), yet it is not shown as running."""
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead, alive = f"{leases.HOST}:{int(finished.stdout)}:dead", f"{leases.HOST}:{os.getpid()}:live"
+    with svc.db.session() as session:
+        for user, holder in (("ana", dead), ("bob", alive)):
+            touch_user(session, user)
+            session.add(ConsolidationRun(user_id=user, dry_run=False, holder=holder, counts={}, started_at=utcnow()))
+            session.add(Lease(name=leases.consolidation_lease(user), holder=holder,
+                              expires_at=utcnow() + timedelta(minutes=10)))
+    assert [r.status for r in svc.runs("ana")] == ["interrupted"]
+    assert [r.status for r in svc.runs("bob")] == ["running"]
+    with svc.db.session() as session:  # bob's holder lost its lease (it expired, another took it over)
+        session.get(Lease, leases.consolidation_lease("bob")).holder = f"{leases.HOST}:{os.getpid()}:other"
+    assert [r.status for r in svc.runs("bob")] == ["interrupted"]
 
 
 def test_invalid_tool_calls_are_refused_and_logged(svc, llm):
