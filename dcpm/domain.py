@@ -167,6 +167,17 @@ class InvalidMoment(Invalid, ValueError):
 UserId = Annotated[str, AfterValidator(check_user_id)]
 
 
+def spelled_as_stored(memory_id: str) -> str:
+    """A memory or node id in the one spelling the store keeps (a UUID's canonical form): a caller
+    may write it in upper case or braces. Anything that is no UUID is left for the checks to refuse."""
+    import uuid
+
+    try:
+        return str(uuid.UUID(memory_id))
+    except (ValueError, AttributeError, TypeError):
+        return memory_id
+
+
 def check_memory_id(value: str, what: str = "memory") -> str:
     """Memory and node ids are UUIDs; anything else is refused before the store is asked."""
     import uuid

@@ -17,7 +17,7 @@ from dcpm import inspection
 from dcpm.api import models as api
 from dcpm.api.protocol import Memory
 from dcpm.config import Settings
-from dcpm.domain import Turn
+from dcpm.domain import Turn, spelled_as_stored
 from dcpm.errors import DcpmError, StorageFull
 from dcpm.parts import Loading, ProcessParts
 from dcpm.store.datadir import DataDirLock, ensure_free_space, running_daemon
@@ -59,13 +59,13 @@ class MemoryService(ProcessParts):
                                         api.metadata_conditions(metadata))
 
     def get(self, memory_id: str) -> api.ItemOut | api.RawOut:
-        return inspection.get(self.db, memory_id)
+        return inspection.get(self.db, spelled_as_stored(memory_id))
 
     def history(self, memory_id: str) -> api.HistoryResponse:
-        return inspection.history(self.db, memory_id)
+        return inspection.history(self.db, spelled_as_stored(memory_id))
 
     def node(self, node_id: str) -> api.NodeOut:
-        return inspection.node(self.db, node_id)
+        return inspection.node(self.db, spelled_as_stored(node_id))
 
     def users(self, only: str | None = None) -> list[api.UserOut]:
         return inspection.users(self.db, only)
@@ -74,14 +74,15 @@ class MemoryService(ProcessParts):
         return inspection.user_events(self.db, user_id, limit)
 
     def owner_of(self, memory_id: str) -> str:
-        return inspection.owner_of(self.db, memory_id)
+        return inspection.owner_of(self.db, spelled_as_stored(memory_id))
 
     def node_owner(self, node_id: str) -> str:
-        return inspection.node_owner(self.db, node_id)
+        return inspection.node_owner(self.db, spelled_as_stored(node_id))
 
     # --- edits and hard deletes (dcpm.admin) ------------------------------------------------
     def update_memory(self, memory_id: str, text: str) -> api.ItemOut:
         """New text for a current item as an UPDATE revision, re-embedded; returns the item."""
+        memory_id = spelled_as_stored(memory_id)
         from dcpm.admin import edit as admin_edit
 
         self._room()
@@ -89,6 +90,7 @@ class MemoryService(ProcessParts):
         return self.get(memory_id)  # type: ignore[return-value]
 
     def delete_memory(self, memory_id: str, with_predecessors: bool = False, compact: bool = False) -> api.DeleteResponse:
+        memory_id = spelled_as_stored(memory_id)
         from dcpm.admin import delete as admin_delete
 
         return _deleted(self._deleting(lambda: admin_delete.delete_memory(
@@ -96,12 +98,14 @@ class MemoryService(ProcessParts):
 
     def delete_chain(self, memory_id: str, compact: bool = False) -> api.DeleteResponse:
         """Every revision of the item's belief, resolved under the writer lease."""
+        memory_id = spelled_as_stored(memory_id)
         from dcpm.admin import delete as admin_delete
 
         return _deleted(self._deleting(lambda: admin_delete.delete_chain(self.db, self.index, self.settings, memory_id,
                                                                          compact=compact)))
 
     def delete_node(self, node_id: str, compact: bool = False) -> api.DeleteResponse:
+        node_id = spelled_as_stored(node_id)
         from dcpm.admin import delete as admin_delete
 
         return _deleted(self._deleting(lambda: admin_delete.delete_node(self.db, self.index, self.settings, node_id,

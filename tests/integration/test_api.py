@@ -103,3 +103,17 @@ def test_healthz_reports_each_component(api):
     report = api.get("/healthz").json()
     assert report["store"]["ok"] and report["index"]["ok"] and report["embedder"]["dim"] == 384
     assert report["llm"]["configured"] is False
+
+
+@pytest.mark.parametrize("spell", [str.upper, lambda i: "{" + i + "}", lambda i: "urn:uuid:" + i.upper()],
+                         ids=["upper", "braces", "urn"])
+def test_a_memory_id_in_another_spelling_of_its_uuid_reaches_that_memory(api, spell):
+    """Ids are UUIDs, stored in their one lower-case form; a client that prints them in upper case
+    (or in braces) reads, edits and deletes the same memory, on the native and the Mem0 routes."""
+    stored = api.get("/v1/users/ana/items", params={"kind": "raw"}).json()["items"][0]["id"]
+    assert api.get(f"/v1/items/{spell(stored)}").json()["id"] == stored
+    assert api.get(f"/v1/memories/{spell(stored)}/").json()["id"] == stored
+    history = api.get(f"/v1/memories/{stored}/history/")  # a raw turn has none: the same 422 either way
+    assert api.get(f"/v1/memories/{spell(stored)}/history/").json() == history.json()
+    assert api.delete(f"/v1/items/{spell(stored)}").status_code == 200
+    assert api.get(f"/v1/items/{stored}").status_code == 404 and raw_count(api) == 0
