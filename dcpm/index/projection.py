@@ -142,15 +142,27 @@ def mark_stale(session: Session, rows: Sequence[Any]) -> None:
         row.indexed_at = None
 
 
-def refresh_validity(db: Database, index: VectorIndex, items: Sequence[Item]) -> None:
+def refresh_validity(db: Database, index: VectorIndex, items: Sequence[Item], rounds: int = 3) -> None:
     """After the commit that changed these items' validity: write it into their payloads, then
-    mark them indexed where nothing changed them since (else repair does it)."""
-    for item in items:
-        index.set_payload([item.id], validity_payload(item))
-    with db.session() as session:
-        for item in items:
-            session.execute(update(Item).where(Item.id == item.id, Item.updated_at == item.updated_at)
-                            .values(indexed_at=utcnow()))
+    compare with the store, as `store_points` does. A delete writes its relinked survivors' payloads
+    after its lease is gone, so a supersede committed meanwhile may have written its own (newer)
+    validity first: an item changed since is written again from its new state, and one still
+    changing after `rounds` is left unindexed for repair."""
+    pending = list(items)
+    for _ in range(rounds):
+        if not pending:
+            return
+        for item in pending:
+            index.set_payload([item.id], validity_payload(item))
+        with db.session() as session:
+            now = {i.id: i for i in session.scalars(select(Item).where(Item.id.in_([i.id for i in pending])))}
+            for item in pending:
+                session.execute(update(Item).where(Item.id == item.id, Item.updated_at == item.updated_at)
+                                .values(indexed_at=utcnow()))
+        pending = [now[i.id] for i in pending if i.id in now and now[i.id].updated_at != i.updated_at]
+    if pending:
+        with db.session() as session:
+            session.execute(update(Item).where(Item.id.in_([i.id for i in pending])).values(indexed_at=None))
 
 
 def _batches(db: Database, model, only_unindexed: bool, batch: int) -> Iterable[list]:  # type: ignore[no-untyped-def]
