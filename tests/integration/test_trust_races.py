@@ -59,3 +59,53 @@ def test_a_delete_that_relinks_a_chain_does_not_reopen_a_revision_superseded_aft
     deleter.join(20)
     assert not deleter.is_alive()
     assert _current_ids(service) == {rooibos.id}
+
+
+def _both(first, second):  # type: ignore[no-untyped-def]
+    """Run two calls at the same moment; returns what each returned or raised."""
+    barrier, outcome = threading.Barrier(2), [None, None]
+
+    def run(n, call):  # type: ignore[no-untyped-def]
+        barrier.wait(10)
+        try:
+            outcome[n] = call()
+        except Exception as exc:  # noqa: BLE001 - the outcome is what the test looks at
+            outcome[n] = exc
+
+    threads = [threading.Thread(target=run, args=(n, call)) for n, call in enumerate((first, second))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(25)
+    return outcome
+
+
+def test_two_restores_of_one_user_at_once_load_it_once(service, tmp_path):
+    from dcpm.errors import DcpmError
+
+    ana_drinks_chain(service)
+    path = tmp_path / "ana.jsonl"
+    service.export_user("ana", path)
+    service.delete_user("ana")
+    outcome = _both(lambda: service.restore(path), lambda: service.restore(path))
+    assert sum(isinstance(o, dict) for o in outcome) == 1 and sum(isinstance(o, DcpmError) for o in outcome) == 1
+    assert service.list_memories("ana").total == 3 and service.index.count("ana") == 3
+
+
+def test_two_edits_of_one_item_at_once_leave_the_vector_of_the_text_that_won(service):
+    import numpy as np
+
+    coffee, black, green = ana_drinks_chain(service)
+    _both(lambda: service.update_memory(green.id, "Ana drinks jasmine tea"),
+          lambda: service.update_memory(green.id, "Ana drinks mint tea"))
+    text = service.get(green.id).text
+    assert text in ("Ana drinks jasmine tea", "Ana drinks mint tea")
+    stored = service.index.dense_vectors([green.id])[green.id]
+    assert np.allclose(stored, service.embedder.encode_documents([text]).dense[0], atol=1e-4)
+
+
+def test_an_edit_and_a_delete_of_one_item_at_once_leave_no_row_or_vector_or_both(service):
+    coffee, black, green = ana_drinks_chain(service)
+    _both(lambda: service.update_memory(green.id, "Ana drinks mint tea"), lambda: service.delete_memory(green.id))
+    assert service.list_memories("ana").total == 2 and not service.index.existing([green.id])
+    assert _current_ids(service) == {black.id}
