@@ -136,7 +136,7 @@ class MemoryService(ProcessParts):
         room, else from start-up repair, which indexes every row the index lacks."""
         self._room()
         try:
-            return delete()
+            done = delete()
         except Exception as exc:
             if isinstance(exc, DcpmError) and not isinstance(exc, StorageFull):
                 raise  # refused before anything was removed (not found, lease lost, invalid)
@@ -149,6 +149,13 @@ class MemoryService(ProcessParts):
                 log.error("a delete was rolled back after its vectors were removed, on a full disk: they come "
                           "back at the next start")
             raise
+        from dcpm.index import projection  # rows restored while the delete ended lost their points again
+
+        try:
+            self.maintenance.note_writes(projection.index_all(self.db, self.index, self.embedder, only_unindexed=True))
+        except Exception as exc:  # the delete is done; start-up repair indexes them
+            log.warning("rows left unindexed after a delete wait for repair: %s", type(exc).__name__)
+        return done
 
     # --- System 2 (dcpm.consolidation) ------------------------------------------------------
     def consolidate(self, request: api.ConsolidateRequest) -> api.JobOut:

@@ -193,7 +193,7 @@ def _after_delete(db: Database, index: VectorIndex, relinked: Sequence[Item], go
     (on PostgreSQL in no row version, and with `compact` in no table file: Database.scrub);
     with `compact`, the vector shard too (else index upkeep compacts it later)."""
     if gone:
-        index.delete(list(gone))
+        projection.remove_again(db, index, list(gone))  # rows restored meanwhile: the service indexes them
     projection.refresh_validity(db, index, relinked)
     if not db.scrub(full=compact):
         log.warning("the store could not be scrubbed after a delete (readers kept its write-ahead log or a table "

@@ -165,6 +165,20 @@ def refresh_validity(db: Database, index: VectorIndex, items: Sequence[Item], ro
             session.execute(update(Item).where(Item.id.in_([i.id for i in pending])).values(indexed_at=None))
 
 
+def remove_again(db: Database, index: VectorIndex, ids: Sequence[str]) -> int:
+    """A delete's second removal of its points, after its commit and its lease: a row that has
+    one of these ids again (the user restored meanwhile, and indexed) loses its point here too,
+    so it is marked unindexed for the caller to index again. Returns how many were."""
+    index.delete(list(ids))
+    back = 0
+    with db.session() as session:
+        for model, _ in MODELS:
+            for start in range(0, len(ids), 500):
+                back += session.execute(update(model).where(model.id.in_(ids[start:start + 500]))
+                                        .values(indexed_at=None)).rowcount or 0
+    return back
+
+
 def _batches(db: Database, model, only_unindexed: bool, batch: int) -> Iterable[list]:  # type: ignore[no-untyped-def]
     last_id = ""
     while True:

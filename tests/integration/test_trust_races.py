@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+from dcpm.admin import delete as admin_delete
 from dcpm.index import Scope, projection
 from dcpm.index.base import DENSE
 from dcpm.store import leases
@@ -109,3 +110,19 @@ def test_an_edit_and_a_delete_of_one_item_at_once_leave_no_row_or_vector_or_both
     _both(lambda: service.update_memory(green.id, "Ana drinks mint tea"), lambda: service.delete_memory(green.id))
     assert service.list_memories("ana").total == 2 and not service.index.existing([green.id])
     assert _current_ids(service) == {black.id}
+
+
+def test_a_user_restored_while_their_delete_finishes_keeps_their_vectors(service, tmp_path, monkeypatch):
+    ana_drinks_chain(service)
+    path = tmp_path / "ana.jsonl"
+    service.export_user("ana", path)
+    reached, release = _paused_in(monkeypatch, admin_delete, "_after_delete", "deleter")
+    deleter = threading.Thread(target=service.delete_user, args=("ana",), name="deleter")
+    deleter.start()
+    assert reached.wait(20)  # committed; the second removal of the vectors is still to come
+    service.restore(path)
+    assert service.index.count("ana") == 3
+    release.set()
+    deleter.join(20)
+    assert service.list_memories("ana").total == 3
+    assert service.index.count("ana") == 3
