@@ -149,12 +149,13 @@ class MemoryService(ProcessParts):
                 log.error("a delete was rolled back after its vectors were removed, on a full disk: they come "
                           "back at the next start")
             raise
-        from dcpm.index import projection  # rows restored while the delete ended lost their points again
+        if getattr(done, "came_back", 0):  # rows restored while the delete ended lost their points again
+            from dcpm.index import projection
 
-        try:
-            self.maintenance.note_writes(projection.index_all(self.db, self.index, self.embedder, only_unindexed=True))
-        except Exception as exc:  # the delete is done; start-up repair indexes them
-            log.warning("rows left unindexed after a delete wait for repair: %s", type(exc).__name__)
+            try:
+                self.maintenance.note_writes(projection.repair(self.db, self.index, self.embedder))
+            except Exception as exc:  # the delete is done; start-up repair indexes them
+                log.warning("rows left unindexed after a delete wait for repair: %s", type(exc).__name__)
         return done
 
     # --- System 2 (dcpm.consolidation) ------------------------------------------------------

@@ -67,6 +67,7 @@ class Deletion:
     nodes_reinduce: list[str] = field(default_factory=list)  # nodes that lost part of their evidence, kept
     raw_deleted: list[str] = field(default_factory=list)  # source turns of the deleted items (and deleted turns)
     raw_kept: list[str] = field(default_factory=list)  # source turns kept: they still feed a kept item
+    came_back: int = 0  # rows restored under deleted ids while the delete ended: they need indexing again
 
 
 @dataclass
@@ -76,6 +77,7 @@ class UserDeletion:
     items: int = 0
     nodes: int = 0
     events_redacted: int = 0
+    came_back: int = 0  # as Deletion.came_back
 
 
 @contextmanager
@@ -144,7 +146,8 @@ def _delete_by_id(db: Database, index: VectorIndex, settings: Settings, memory_i
             result.deleted = [found.id]
         else:
             relinked = _delete_items(session, index, victims(session, found), result)
-    _after_delete(db, index, relinked, result.deleted + result.raw_deleted + result.nodes_deleted, compact)
+    result.came_back = _after_delete(db, index, relinked, result.deleted + result.raw_deleted + result.nodes_deleted,
+                                     compact)
     return result
 
 
@@ -184,22 +187,19 @@ def _delete_items(session: Session, index: VectorIndex, victims: Sequence[Item],
 
 
 def _after_delete(db: Database, index: VectorIndex, relinked: Sequence[Item], gone: Sequence[str],
-                  compact: bool = False) -> None:
-    """After the commit: the deleted ids leave the index once more (an index writer that read
-    their rows before the commit may have upserted them since; it re-checks the store after its
-    upsert, and this closes the moment in between), survivors' payloads mirror their rows (they
-    were marked stale in the delete's transaction, so a crash here is repaired at start-up), and
-    the store is scrubbed so the deleted text survives in no free page and no write-ahead log
-    (on PostgreSQL in no row version, and with `compact` in no table file: Database.scrub);
-    with `compact`, the vector shard too (else index upkeep compacts it later)."""
-    if gone:
-        projection.remove_again(db, index, list(gone))  # rows restored meanwhile: the service indexes them
+                  compact: bool = False) -> int:
+    """After the commit: the deleted ids leave the index once more (an index writer that read their
+    rows before the commit may have upserted them since), survivors' payloads mirror their rows, and
+    the store is scrubbed of the deleted text (Database.scrub; with `compact`, the vector shard too).
+    Returns how many rows came back under the deleted ids (a restore meanwhile), to index again."""
+    came_back = projection.remove_again(db, index, list(gone)) if gone else 0
     projection.refresh_validity(db, index, relinked)
     if not db.scrub(full=compact):
         log.warning("the store could not be scrubbed after a delete (readers kept its write-ahead log or a table "
                     "busy); the daemon retries every 30 s and at its next start")
     if compact:
         index.compact()
+    return came_back
 
 
 def delete_node(db: Database, index: VectorIndex, settings: Settings, node_id: str, *,
@@ -213,7 +213,7 @@ def delete_node(db: Database, index: VectorIndex, settings: Settings, node_id: s
             raise NotFound(f"no graph node with id {node_id}")
         result = Deletion(user_id=user_id, nodes_deleted=[node_id])
         nodes.remove_nodes(session, index, [node])
-    _after_delete(db, index, [], [node_id], compact)
+    result.came_back = _after_delete(db, index, [], [node_id], compact)
     return result
 
 
@@ -234,7 +234,8 @@ def delete_session(db: Database, index: VectorIndex, settings: Settings, user_id
         for raw in remaining:
             _drop_raw(session, raw)
         result.raw_deleted += [r.id for r in remaining]
-    _after_delete(db, index, relinked, result.deleted + result.raw_deleted + result.nodes_deleted, compact)
+    result.came_back = _after_delete(db, index, relinked, result.deleted + result.raw_deleted + result.nodes_deleted,
+                                     compact)
     return result
 
 
@@ -295,5 +296,5 @@ def delete_user(db: Database, index: VectorIndex, settings: Settings, user_id: s
         result.events_redacted = events.forget_user(session, user_id)
         session.execute(delete(User).where(User.id == user_id))
         result.raw_inputs, result.items, result.nodes = len(raw_ids), len(item_ids), len(node_ids)
-    _after_delete(db, index, [], raw_ids + item_ids + node_ids, compact)
+    result.came_back = _after_delete(db, index, [], raw_ids + item_ids + node_ids, compact)
     return result
