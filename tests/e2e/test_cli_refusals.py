@@ -22,3 +22,11 @@ def test_restoring_a_file_that_is_not_utf8_text_is_refused_in_one_line(tmp_path)
     binary.write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\xfe")
     assert "not a dcpm export" in refused(data_dir, "restore", str(binary))
     assert cli_json(data_dir, "users", "--json") == []
+
+
+def test_an_event_limit_out_of_range_is_refused_without_a_daemon_as_the_daemon_refuses_it(tmp_path):
+    data_dir = tmp_path / "data"
+    run_cli(data_dir, "add", "ana", "I live in Lisbon", "--no-infer")
+    for limit in ("-1", "0", "5001"):
+        assert "limit must be 1..5000" in refused(data_dir, "events", "ana", "--limit", limit)
+    assert len(cli_json(data_dir, "events", "ana", "--limit", "1", "--json")) == 1
