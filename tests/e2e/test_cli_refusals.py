@@ -30,3 +30,8 @@ def test_an_event_limit_out_of_range_is_refused_without_a_daemon_as_the_daemon_r
     for limit in ("-1", "0", "5001"):
         assert "limit must be 1..5000" in refused(data_dir, "events", "ana", "--limit", limit)
     assert len(cli_json(data_dir, "events", "ana", "--limit", "1", "--json")) == 1
+
+
+def test_a_refused_value_is_worded_without_pydantics_value_error_prefix(tmp_path):
+    message = refused(tmp_path / "data", "add", "ana", "")
+    assert message.strip() == "error: messages.0.content: message content is empty"
