@@ -133,6 +133,7 @@ def unix_time(value: int | float | str) -> datetime:
 LABEL_CHARS = 64  # items.type and items.topic are String(64)
 INT64_RANGE = (-(1 << 63), (1 << 63) - 1)  # the integers the stores and the vector payloads hold
 MAX_OFFSET = 10**12  # of a listing: past any store, and (times a page) within the database's 64-bit OFFSET
+MAX_EVENTS = 5000  # of a user's event log in one answer
 
 
 def without_nul(text: str) -> str:

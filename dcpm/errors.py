@@ -118,5 +118,6 @@ def invalid_from(errors: list[dict], skip: tuple[str, ...] = ("body",)) -> Inval
     problems = []
     for error in errors:
         where = ".".join(str(part) for part in error.get("loc", ()) if part not in skip)
-        problems.append(f"{where}: {error.get('msg')}" if where else str(error.get("msg")))
+        what = str(error.get("msg")).removeprefix("Value error, ")  # a validator's own words, as it wrote them
+        problems.append(f"{where}: {what}" if where else what)
     return Invalid("; ".join(problems) or "invalid request")

@@ -114,7 +114,10 @@ def export_user(db: Database, user_id: str, path: Path) -> dict[str, Any]:
 def read_export(path: Path) -> tuple[dict[str, Any], Iterator[tuple[str, dict]]]:
     if not path.is_file():
         raise Invalid(f"no such export file: {path}")
-    text = path.read_text(encoding="utf-8").splitlines()
+    try:
+        text = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise Invalid(f"{path} is not a dcpm export (not UTF-8 text)") from None
     try:
         manifest = json.loads(text[0])["manifest"]
     except (IndexError, ValueError, KeyError, TypeError):

@@ -20,6 +20,7 @@ from dcpm.api.models import (
     parse_metadata_filter,
 )
 from dcpm.auth import require_owner, require_user
+from dcpm.domain import MAX_EVENTS
 from dcpm.server.caller import Caller
 from dcpm.service import MemoryService
 
@@ -66,7 +67,7 @@ def inspection_router(service: MemoryService, guarded: list[Any]) -> APIRouter:
 
     @router.get("/v1/users/{user_id}/events", response_model=list[HistoryEvent], tags=["memories"])
     def events(user_id: str, caller: Caller,
-               limit: Annotated[int, Query(ge=1, le=5000)] = 200) -> list[HistoryEvent]:
+               limit: Annotated[int, Query(ge=1, le=MAX_EVENTS)] = 200) -> list[HistoryEvent]:
         """The user's event log, newest first; deleted subjects keep only tombstones."""
         require_user(caller, user_id)
         return service.events(user_id, limit)
