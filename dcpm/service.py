@@ -91,7 +91,8 @@ class MemoryService(ProcessParts):
         admin_edit.revise_text(self.db, self.index, self.embedder, self.settings, memory_id, text)
         return self.get(memory_id)  # type: ignore[return-value]
 
-    def delete_memory(self, memory_id: str, with_predecessors: bool = False, compact: bool = False) -> api.DeleteResponse:
+    def delete_memory(self, memory_id: str, with_predecessors: bool = False,
+                      compact: bool = False) -> api.DeleteResponse:
         memory_id = spelled_as_stored(memory_id)
         from dcpm.admin import delete as admin_delete
 
