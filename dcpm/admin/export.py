@@ -148,12 +148,20 @@ def restore_user(db: Database, path: Path) -> dict[str, Any]:
                 raise Conflict(f"user {user_id!r} already exists in this store; delete it first")
             _refuse_shared_keys(session, user_id, rows)
             _load(session, rows)
-    except DcpmError:
-        raise
-    except (SQLAlchemyError, ValueError, TypeError, KeyError, AttributeError) as exc:
+    except (DcpmError, SQLAlchemyError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        if not isinstance(exc, Conflict) and _user_exists(db, user_id):  # a restore of the user won the race
+            raise Conflict(f"user {user_id!r} was restored by another request at the same moment; "
+                           "nothing of this one was loaded") from None
+        if isinstance(exc, DcpmError):
+            raise
         reason = str(getattr(exc, "orig", None) or exc).splitlines()[0][:200]
         raise Invalid(f"{path} could not be restored, nothing was loaded: {reason}") from None
     return manifest
+
+
+def _user_exists(db: Database, user_id: str) -> bool:
+    with db.session() as session:
+        return session.get(User, user_id) is not None
 
 
 def check_rows(user_id: str, rows: list[tuple[str, dict]]) -> None:

@@ -82,7 +82,7 @@ def _both(first, second):  # type: ignore[no-untyped-def]
 
 
 def test_two_restores_of_one_user_at_once_load_it_once(service, tmp_path):
-    from dcpm.errors import DcpmError
+    from dcpm.errors import Conflict, DcpmError
 
     ana_drinks_chain(service)
     path = tmp_path / "ana.jsonl"
@@ -90,6 +90,8 @@ def test_two_restores_of_one_user_at_once_load_it_once(service, tmp_path):
     service.delete_user("ana")
     outcome = _both(lambda: service.restore(path), lambda: service.restore(path))
     assert sum(isinstance(o, dict) for o in outcome) == 1 and sum(isinstance(o, DcpmError) for o in outcome) == 1
+    refused = next(o for o in outcome if isinstance(o, DcpmError))
+    assert isinstance(refused, Conflict), refused  # the user is there: not "the file could not be restored"
     assert service.list_memories("ana").total == 3 and service.index.count("ana") == 3
 
 
