@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from contextlib import contextmanager
 from pathlib import Path
@@ -58,8 +59,6 @@ def upgrade(engine: Engine) -> str | None:
     head = head_revision()
     if head is not None and stamped_revisions(engine) == [head]:
         return head  # nothing to apply: one SELECT instead of loading Alembic and its scripts
-    import logging
-
     # Alembic 1.17+ logs one INFO line per built-in plugin it sets up on import; the migrations' own lines stay.
     logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
     from alembic import command

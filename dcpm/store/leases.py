@@ -36,6 +36,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
+from dcpm.domain import as_utc
 from dcpm.errors import Conflict
 from dcpm.store.db import Database
 from dcpm.store.models import Lease, utcnow
@@ -218,9 +219,8 @@ def still_held(session: Session, name: str, holder: str | None) -> bool:
     lease = session.get(Lease, name)
     if lease is None or lease.holder != holder:
         return False
-    expires = lease.expires_at if lease.expires_at.tzinfo else lease.expires_at.replace(tzinfo=timezone.utc)
     pid = local_pid(holder)
-    return expires >= now(session) and (pid is None or _alive(pid))
+    return as_utc(lease.expires_at) >= now(session) and (pid is None or _alive(pid))
 
 
 def reclaim_dead(db: Database) -> int:

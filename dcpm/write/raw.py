@@ -22,7 +22,9 @@ from dcpm.stored_values import check_callers_keys, check_metadata, check_text
 RAW_ID_NAMESPACE = uuid.UUID("6f1d3c1e-2b53-4d3f-9a57-5f2f0f6d8a10")
 # Namespace of the store's id for a client's turn id: one user's ids never meet another's.
 CLIENT_ID_NAMESPACE = uuid.UUID("3b0e9c52-8f1d-4b7a-a1c4-2d6e0f9b7c35")
-ROLE_CHARS, NAME_CHARS = 32, 128  # raw_inputs.role; .speaker and .session_id (dcpm.store.models)
+# The widths of the columns a turn's labels are stored in (an import is held to them as HTTP is).
+ROLE_CHARS, SPEAKER_CHARS, SESSION_CHARS = (RawInput.__table__.c[name].type.length
+                                            for name in ("role", "speaker", "session_id"))
 
 
 def check_turns(turns: Sequence[Turn], settings: Settings) -> None:
@@ -37,8 +39,8 @@ def check_turns(turns: Sequence[Turn], settings: Settings) -> None:
                            ("session id of ", turn.session_id)):
             if text is not None:
                 check_text(text, f"the {what}message {number}")
-        for what, text, most in (("role", turn.role, ROLE_CHARS), ("speaker", turn.speaker, NAME_CHARS),
-                                 ("session id", turn.session_id, NAME_CHARS)):
+        for what, text, most in (("role", turn.role, ROLE_CHARS), ("speaker", turn.speaker, SPEAKER_CHARS),
+                                 ("session id", turn.session_id, SESSION_CHARS)):
             if text is not None and len(text) > most:  # the column's width, as the HTTP models allow
                 raise Invalid(f"the {what} of message {number} is {len(text)} characters; the limit is {most}")
         if not any(ch.isprintable() and not ch.isspace() for ch in turn.text):  # zero-width characters too
