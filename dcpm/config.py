@@ -179,6 +179,8 @@ class Settings(BaseSettings):
     recovery_interval_seconds: Positive = 5.0  # how often the daemon retries pending inputs
     recovery_max_backoff_seconds: NonNegative = 600.0
     writer_max_attempts: AtLeastOne = 5  # then the input is marked failed and the user's later inputs go on
+    # T-Mem: extraction also writes when each item should come back; search reads them (dcpm.index.anticipation)
+    anticipations: bool = True
 
     # System 2 consolidation (DCPM 2.3, 3.1)
     dbscan_eps_initial: CosineDistance = 0.35  # cosine distance, first pass over all fresh items

@@ -36,6 +36,8 @@ class ItemKind(StrEnum):
 
 ITEM_KINDS = (ItemKind.FACT, ItemKind.IDENTITY, ItemKind.SUMMARY)  # items proper, with chains
 SEARCH_KINDS = (ItemKind.RAW, *ITEM_KINDS)  # what the read path searches by default
+# An item's anticipations (T-Mem's triggers; dcpm.index.anticipation): the held-out writer wrote 4-6
+MAX_ANTICIPATIONS, ANTICIPATION_CHARS = 6, 300
 
 
 class NodeKind(StrEnum):

@@ -297,4 +297,4 @@ def item_out(item: Item) -> ItemOut:
                    valid_from=item.valid_from, valid_to=item.valid_to, current=item.is_current,
                    chain_id=item.chain_id, supersedes=item.supersedes_id, superseded_by=item.superseded_by_id,
                    revision=item.revision, source_raw_id=item.source_raw_id, created_at=item.created_at,
-                   updated_at=item.updated_at, metadata=item.meta or {})
+                   updated_at=item.updated_at, metadata=item.meta or {}, anticipations=item.anticipation_list)

@@ -38,6 +38,7 @@ def revise_text(db: Database, index: VectorIndex, embedder: Embedder, settings: 
                 raise Conflict(f"item {item_id} is superseded by {item.superseded_by_id}; edit the current revision")
             if item.text == text:
                 return
-            update_text(session, item, text, request_id=str(uuid.uuid4()))
+            # anticipations were written for the text the LLM read; they may not fit the new one
+            update_text(session, item, text, request_id=str(uuid.uuid4()), anticipations=())
             item.indexed_at = None  # a crash before re-embedding leaves it for start-up repair
         projection.index_rows(db, index, embedder, items=[item])

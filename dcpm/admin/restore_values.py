@@ -20,8 +20,19 @@ from typing import Any
 from sqlalchemy import Boolean, Float, Integer, String
 from sqlalchemy import inspect as sa_inspect
 
-from dcpm.domain import INT64_RANGE, ITEM_KINDS, EventAction, NodeKind, NodeStatus, RawStatus, as_utc
+from dcpm.domain import (
+    ANTICIPATION_CHARS,
+    INT64_RANGE,
+    ITEM_KINDS,
+    MAX_ANTICIPATIONS,
+    EventAction,
+    NodeKind,
+    NodeStatus,
+    RawStatus,
+    as_utc,
+)
 from dcpm.errors import Invalid
+from dcpm.store.items import anticipation_lines
 from dcpm.store.models import Document, UTCDateTime
 from dcpm.stored_values import check_metadata, check_text
 
@@ -51,6 +62,8 @@ def check_values(name: str, model: Any, row: dict[str, Any]) -> None:
         allowed = CHOICES.get((name, attr.key))
         if allowed is not None and value not in allowed:
             raise Invalid(f"{where} is {value!r}; dcpm writes one of {', '.join(allowed)}")
+    if name == "item" and isinstance(row.get("anticipations"), str):
+        _check_anticipations(row["anticipations"])
     if name in MEMORY_IDS and "id" in row:
         memory_id = row["id"]
         try:
@@ -86,3 +99,10 @@ def _check_value(kind: Any, value: Any, where: str) -> None:
         check_text(value, where)
         if kind.length is not None and len(value) > kind.length:
             raise Invalid(f"{where} is {len(value)} characters; the column holds {kind.length}")
+
+
+def _check_anticipations(lines: str) -> None:
+    """An item's anticipations as extraction stores them (dcpm.store.items.anticipation_lines)."""
+    if anticipation_lines(lines.split("\n")) != lines:
+        raise Invalid(f"the item row's anticipations must be at most {MAX_ANTICIPATIONS} distinct lines of at most "
+                      f"{ANTICIPATION_CHARS} characters, none empty")

@@ -17,7 +17,15 @@ def open_index(settings: Settings, dim: int, sparse_uses_idf: bool, *, embedder:
     """The backend `Settings.vector_backend` names: the embedded shard in the data directory
     (one process), or an index every daemon shares (a Qdrant server, pgvector). One built for
     another embedder (`embedder`: its weights fingerprint) is refused, or dropped if `replace`
-    (`dcpm reindex`, which then rebuilds it from the relational store: dcpm.index.identity)."""
+    (`dcpm reindex`, which then rebuilds it from the relational store: dcpm.index.identity). Whichever it
+    is carries items' anticipations beside their points (dcpm.index.anticipation)."""
+    from dcpm.index.anticipation import AnticipatingIndex
+
+    return AnticipatingIndex(_backend(settings, dim, sparse_uses_idf, embedder=embedder, replace=replace))
+
+
+def _backend(settings: Settings, dim: int, sparse_uses_idf: bool, *, embedder: str | None,
+             replace: bool) -> VectorIndex:
     backend = settings.vector_backend
     if backend == "pgvector":
         from dcpm.index.pgvector import PgVectorIndex

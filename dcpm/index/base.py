@@ -24,6 +24,7 @@ class IndexPoint:
     dense: np.ndarray
     sparse: SparseVector
     payload: dict[str, Any]
+    anticipation: np.ndarray | None = None  # an item's anticipations, one vector (dcpm.index.anticipation)
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,14 @@ import logging
 from datetime import datetime
 from typing import Any, Callable, Iterable, Sequence
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from dcpm.domain import ItemKind
 from dcpm.embedding import Embedder
 from dcpm.errors import StorageFull
 from dcpm.index import IndexPoint, VectorIndex, user_idf
+from dcpm.index.anticipation import expected_companions, with_anticipations
 from dcpm.index.base import METADATA, OPEN_END
 from dcpm.store.db import Database
 from dcpm.store.models import Item, Node, RawInput, utcnow
@@ -73,7 +74,8 @@ def build_points(embedder: Embedder, raws: Sequence[RawInput] = (), items: Seque
     encoded = embedder.encode_documents(texts)
     payloads = [raw_payload(r) for r in raws] + [item_payload(i) for i in items] + [node_payload(n) for n in nodes]
     ids = [r.id for r in raws] + [i.id for i in items] + [n.id for n in nodes]
-    return [IndexPoint(ids[n], encoded.dense[n], encoded.sparse[n], payloads[n]) for n in range(len(ids))]
+    points = [IndexPoint(ids[n], encoded.dense[n], encoded.sparse[n], payloads[n]) for n in range(len(ids))]
+    return with_anticipations(embedder, points, items)
 
 
 def index_rows(db: Database, index: VectorIndex, embedder: Embedder,
@@ -194,8 +196,6 @@ def _batches(db: Database, model, only_unindexed: bool, batch: int) -> Iterable[
 
 
 def count_rows(db: Database, only_unindexed: bool) -> int:
-    from sqlalchemy import func
-
     total = 0
     with db.session() as session:
         for model, _ in MODELS:
@@ -245,14 +245,17 @@ def _index_past_bad_rows(db: Database, index: VectorIndex, embedder: Embedder, k
 
 def repair(db: Database, index: VectorIndex, embedder: Embedder, progress: Progress | None = None) -> int:
     """Start-up check: index rows whose vectors a crash left unwritten, and, when the index holds
-    fewer points than there are rows (a lost or damaged index), every row it lacks."""
+    fewer points than there are rows (a lost or damaged index), every row it lacks (an item with
+    anticipations has two points: dcpm.index.anticipation)."""
     written = index_all(db, index, embedder, only_unindexed=True, progress=progress)
-    if index.count() >= count_rows(db, only_unindexed=False):
+    with db.session() as session:
+        anticipating = int(session.scalar(select(func.count()).where(Item.anticipations.is_not(None))) or 0)
+    if index.count() >= count_rows(db, only_unindexed=False) + anticipating:
         return written
     for model, key in MODELS:
         for rows in _batches(db, model, False, 512):
-            present = index.existing([r.id for r in rows])
-            missing = [r for r in rows if r.id not in present]
+            present = index.existing([r.id for r in rows] + expected_companions(rows))
+            missing = [r for r in rows if r.id not in present or not present.issuperset(expected_companions([r]))]
             if missing:
                 written += _index_past_bad_rows(db, index, embedder, key, missing)
     return written

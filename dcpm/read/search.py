@@ -1,8 +1,9 @@
 """The read path (DCPM 2.4): hybrid ANN, chain traversal, rendered context. Never an LLM.
 
 Its cost depends on `candidate_pool` and `limit`, not on how much the user stored: two ANN
-queries (three with the associative lane), one scoring of the lexical-only candidates in the
-index, and one store session of primary-key and chain look-ups (dcpm.read.hydration)."""
+queries (one more over items' anticipations, one more with the associative lane), one scoring of
+the lexical-only candidates in the index, and one store session of primary-key and chain
+look-ups (dcpm.read.hydration)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from dcpm.config import Settings
 from dcpm.domain import as_utc, utcnow
 from dcpm.errors import Invalid, NotFound
 from dcpm.index import Scope, VectorIndex
+from dcpm.index.anticipation import ANTICIPATION
 from dcpm.index.base import DENSE, SPARSE
 from dcpm.read.context_block import render_context
 from dcpm.read.fusion import Calibration, Fused, fuse
@@ -45,21 +47,26 @@ def calibration(settings: Settings, lexical_scale: float = 1.0) -> Calibration:
                        lexical_gate=settings.score_lexical_gate, lexical_gate_width=settings.score_lexical_gate_width)
 
 
-def candidates(index: VectorIndex, query: QueryVector, scope: Scope, pool: int,
-               lexical: bool = True) -> tuple[dict[str, float], dict[str, float]]:
+def candidates(index: VectorIndex, query: QueryVector, scope: Scope, pool: int, lexical: bool = True,
+               anticipations: bool = False) -> tuple[dict[str, float], dict[str, float]]:
     """Dense and sparse candidates of one user: {id: cosine} and {id: BM25}. Sparse-only
     candidates get their true cosine, computed by the index from their stored vector, so fusion
-    never guesses."""
+    never guesses. With `anticipations`, an item's cosine is the better of its own and its
+    anticipations' (dcpm.index.anticipation), and an item found by those alone is a candidate."""
     dense_hits = {h.id: h.score for h in index.query(DENSE, query.dense, scope, pool)}
+    for hit in index.query(ANTICIPATION, query.dense, scope, pool) if anticipations else ():
+        dense_hits[hit.id] = max(hit.score, dense_hits.get(hit.id, -1.0))
     sparse_hits = {h.id: h.score for h in index.query(SPARSE, query.sparse, scope, pool)} if lexical else {}
     dense_hits.update(index.dense_scores(query.dense, [i for i in sparse_hits if i not in dense_hits]))
     return dense_hits, sparse_hits
 
 
 def retrieve(index: VectorIndex, query: QueryVector, scope: Scope, pool: int, scoring: Calibration,
-             rrf_k: float = 60.0, lane_lexical: bool = False, lane_weight: float = 1.0) -> list[Fused]:
+             rrf_k: float = 60.0, lane_lexical: bool = False, lane_weight: float = 1.0,
+             anticipations: bool = False) -> list[Fused]:
     """The candidates, best first: by score, or by rank fusion when the query has an associative lane."""
-    hybrid = fuse(*candidates(index, query, scope, pool, lexical=scoring.alpha < 1), scoring)
+    hybrid = fuse(*candidates(index, query, scope, pool, lexical=scoring.alpha < 1, anticipations=anticipations),
+                  scoring)
     return with_associative_lane(index, query, scope, pool, hybrid, scoring, rrf_k, lexical=lane_lexical,
                                  weight=lane_weight)
 
@@ -80,7 +87,8 @@ def search(db: Database, index: VectorIndex, encoder: QueryEncoder, settings: Se
     # support, out of the context block pasted into a prompt.
     threshold = settings.search_threshold if request.threshold is None else request.threshold
     ranked = retrieve(index, query, scope, pool, scoring, settings.adapter_rrf_k,
-                      lane_lexical=settings.adapter_fusion == "rrf_hybrid", lane_weight=settings.adapter_lane_weight)
+                      lane_lexical=settings.adapter_fusion == "rrf_hybrid", lane_weight=settings.adapter_lane_weight,
+                      anticipations=settings.anticipations)
     floor = 0.0 if request.threshold is None else threshold
     with db.session() as session:
         # Rank fusion has ordered an associative lane already; time reorders only a ranking by score

@@ -14,13 +14,13 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Sequence
 
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
-from dcpm.domain import EventAction, Op, as_utc, label, without_nul
+from dcpm.domain import ANTICIPATION_CHARS, MAX_ANTICIPATIONS, EventAction, Op, as_utc, label, without_nul
 from dcpm.errors import Conflict
 from dcpm.store import events
 from dcpm.store.models import Item, ItemRevision, utcnow
@@ -37,6 +37,7 @@ class ItemContent:
     topic: str | None = None
     salience: float = 0.5
     event_time: datetime | None = None
+    anticipations: tuple[str, ...] = ()  # situations in which it should come back (dcpm.index.anticipation)
 
     def placed(self, valid_from: datetime, *, source_raw_id: str | None = None,
                metadata: dict[str, Any] | None = None, **changes: Any) -> NewItem:
@@ -69,10 +70,19 @@ def _storable(moment: datetime | None) -> datetime | None:
         return None
 
 
+def anticipation_lines(anticipations: Sequence[str]) -> str | None:
+    """Anticipations as their column holds them: one per line, each one line of at most
+    ANTICIPATION_CHARS, repeats dropped, at most MAX_ANTICIPATIONS; None for none."""
+    lines = [" ".join(without_nul(a).split())[:ANTICIPATION_CHARS] for a in anticipations]
+    kept = list(dict.fromkeys(line for line in lines if line))[:MAX_ANTICIPATIONS]
+    return "\n".join(kept) or None
+
+
 def bounded(new: NewItem) -> NewItem:
     """What the LLM (or any caller) produced, cut to fit the columns it goes into."""
+    lines = anticipation_lines(new.anticipations)
     return replace(new, text=without_nul(new.text), type=_label(new.type), topic=_label(new.topic),
-                   event_time=_storable(new.event_time))
+                   event_time=_storable(new.event_time), anticipations=tuple(lines.split("\n")) if lines else ())
 
 
 def add_item(session: Session, user_id: str, new: NewItem, *, request_id: str | None = None) -> Item:
@@ -81,7 +91,8 @@ def add_item(session: Session, user_id: str, new: NewItem, *, request_id: str | 
     item_id = str(uuid.uuid4())
     item = Item(id=item_id, user_id=user_id, kind=new.kind, text=new.text, type=new.type, topic=new.topic,
                 salience=new.salience, event_time=new.event_time, valid_from=new.valid_from, valid_to=None,
-                chain_id=item_id, revision=1, source_raw_id=new.source_raw_id, meta=new.metadata or {})
+                chain_id=item_id, revision=1, source_raw_id=new.source_raw_id, meta=new.metadata or {},
+                anticipations=anticipation_lines(new.anticipations))
     session.add(item)
     session.flush()
     events.record(session, EventAction.CREATED, user_id=user_id, subject_kind=item.kind, subject_id=item.id,
@@ -104,7 +115,8 @@ def supersede(session: Session, old: Item, new: NewItem, *, request_id: str | No
     item = Item(id=item_id, user_id=old.user_id, kind=old.kind, text=new.text, type=new.type or old.type,
                 topic=new.topic or old.topic, salience=new.salience, event_time=new.event_time,
                 valid_from=valid_from, valid_to=None, chain_id=old.chain_id, supersedes_id=old.id,
-                revision=old.revision + 1, source_raw_id=new.source_raw_id, meta=new.metadata or {})
+                revision=old.revision + 1, source_raw_id=new.source_raw_id, meta=new.metadata or {},
+                anticipations=anticipation_lines(new.anticipations))
     session.add(item)
     session.flush()
     _write_if(session, old, Item.superseded_by_id.is_(None), f"item {old.id} was superseded by another writer",
@@ -117,14 +129,16 @@ def supersede(session: Session, old: Item, new: NewItem, *, request_id: str | No
 
 
 def update_text(session: Session, item: Item, text: str, *, raw_id: str | None = None,
-                request_id: str | None = None) -> Item:
+                request_id: str | None = None, anticipations: Sequence[str] | None = None) -> Item:
     """UPDATE: extend an item in place, keeping the previous text in its revision history.
     Applies only to the revision the caller read (Conflict otherwise); the vector is stale until
-    the caller re-indexes the item."""
+    the caller re-indexes the item. `anticipations` replace the item's (None keeps them)."""
     text, before = without_nul(text), item.text
+    kept = item.anticipations if anticipations is None else anticipation_lines(anticipations)
     session.add(ItemRevision(item_id=item.id, revision=item.revision, text=item.text, op=Op.UPDATE, raw_id=raw_id))
     _write_if(session, item, (Item.revision == item.revision) & Item.superseded_by_id.is_(None),
-              f"item {item.id} changed while it was being updated", text=text, revision=item.revision + 1)
+              f"item {item.id} changed while it was being updated", text=text, revision=item.revision + 1,
+              anticipations=kept)
     events.record(session, EventAction.UPDATED, user_id=item.user_id, subject_kind=item.kind, subject_id=item.id,
                   request_id=request_id, before=before, after=text, raw_id=raw_id)
     return item

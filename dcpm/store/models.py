@@ -122,10 +122,16 @@ class Item(Base):
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
     meta: Mapped[dict[str, Any]] = mapped_column("metadata", default=dict)
     indexed_at: Mapped[datetime | None]
+    # Situations in which this should come back, one per line, written by extraction (dcpm.index.anticipation)
+    anticipations: Mapped[str | None] = mapped_column(Text)
 
     @property
     def is_current(self) -> bool:
         return self.superseded_by_id is None
+
+    @property
+    def anticipation_list(self) -> list[str]:
+        return self.anticipations.split("\n") if self.anticipations else []
 
 
 class ItemRevision(Base):
@@ -227,7 +233,7 @@ class ConsolidationRun(Base):
     phase: Mapped[str] = mapped_column(String(16), default="triage")
     dry_run: Mapped[bool] = mapped_column(default=False)
     holder: Mapped[str | None] = mapped_column(String(200))
-    job_id: Mapped[str | None] = mapped_column(String(36), index=True)  # the job (dcpm consolidate, nightly) that ran it
+    job_id: Mapped[str | None] = mapped_column(String(36), index=True)  # the job (consolidate, nightly) that ran it
     started_at: Mapped[datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[datetime | None]
     counts: Mapped[dict[str, Any]] = mapped_column(default=dict)

@@ -1,14 +1,19 @@
-"""The decisions of reconciliation (DCPM 2.2 iii) as plain functions over plain data:
-which extracted items are exact duplicates, and which LLM decisions are allowed to stand."""
+"""The decisions of reconciliation (DCPM 2.2 iii) as plain functions over plain data: what
+extraction's answer yields, which extracted items are exact duplicates, and which LLM decisions
+are allowed to stand."""
 
 from __future__ import annotations
 
 import logging
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Sequence
 
+from dateutil import parser as dateparser
+
 from dcpm.domain import Op
+from dcpm.llm.prompts.extract import ExtractionAnswer
 from dcpm.llm.prompts.reconcile import Decision
 from dcpm.store.items import ItemContent
 
@@ -31,6 +36,26 @@ class Planned:
     text: str
     target_id: str | None = None
     reason: str = ""
+
+
+def extracted_items(answer: ExtractionAnswer, reference: datetime, anticipations: bool) -> list[Extracted]:
+    """The answer's items with text, their event times read against the turn's time `reference`;
+    their anticipations only when they were asked for (Settings.anticipations)."""
+    return [Extracted(kind=i.kind, text=i.text.strip(), type=i.type, topic=i.topic, salience=i.salience,
+                      event_time=_parse_time(i.event_time, reference),
+                      anticipations=tuple(i.anticipations) if anticipations else ())
+            for i in answer.items if i.text.strip()]
+
+
+def _parse_time(value: str | None, reference: datetime) -> datetime | None:
+    """The LLM's event time; unreadable ones are dropped (and dcpm.store.items drops the ones
+    out of the store's range)."""
+    if not value:
+        return None
+    try:
+        return dateparser.parse(value, default=reference.replace(hour=0, minute=0, second=0, microsecond=0))
+    except (ValueError, OverflowError):
+        return None
 
 
 def normalize(text: str) -> str:

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Callable, Sequence
 
-from dateutil import parser as dateparser
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
@@ -29,6 +28,7 @@ from dcpm.domain import EventAction, ItemKind, Op, RawStatus
 from dcpm.embedding import Embedder, Encoded
 from dcpm.errors import Conflict
 from dcpm.index import IndexPoint, Scope, VectorIndex, projection
+from dcpm.index.anticipation import with_anticipations
 from dcpm.index.base import DENSE
 from dcpm.llm import LLMClient, Usage
 from dcpm.llm.budget import Budget
@@ -40,7 +40,7 @@ from dcpm.store.db import Database
 from dcpm.store.items import NewItem, add_item, supersede, update_text
 from dcpm.store.models import Item, RawInput, utcnow
 from dcpm.write import recovery
-from dcpm.write.reconcile import Candidate, Extracted, Planned, exact_duplicates, plan
+from dcpm.write.reconcile import Candidate, Extracted, Planned, exact_duplicates, extracted_items, plan
 
 log = logging.getLogger("dcpm.write.writer")
 
@@ -153,11 +153,10 @@ class Writer:
         system, user = extract.render(
             turns=[f"{r.speaker or r.role}: {r.text}" for r in raws],
             history=[f"{h.speaker or h.role}: {h.text}" for h in history],
-            timestamp=first.timestamp.isoformat(), speaker=first.speaker or first.role, budget=self.budget)
+            timestamp=first.timestamp.isoformat(), speaker=first.speaker or first.role, budget=self.budget,
+            anticipate=self.settings.anticipations)
         answer = self.llm.structured(system, user, extract.ExtractionAnswer, usage, "extract")
-        extracted = [Extracted(kind=i.kind, text=i.text.strip(), type=i.type, topic=i.topic, salience=i.salience,
-                               event_time=_parse_time(i.event_time, first.timestamp))
-                     for i in answer.items if i.text.strip()]
+        extracted = extracted_items(answer, first.timestamp, self.settings.anticipations)
         vectors = self.embedder.encode_documents([e.text for e in extracted]) if extracted else None
         candidates = [self._candidates(first.user_id, e, vectors.dense[n], n) for n, e in enumerate(extracted)]
         duplicates = exact_duplicates(extracted, candidates)
@@ -236,7 +235,8 @@ class Writer:
                     new_items.append((item, step.index))
                     changed_validity.append(target)
                 elif step.op == Op.UPDATE:
-                    item = update_text(session, target, step.text, raw_id=first.id, request_id=request_id)
+                    item = update_text(session, target, step.text, raw_id=first.id, request_id=request_id,
+                                       anticipations=[*target.anticipation_list, *source.anticipations])
                     new_items.append((item, None))
                 else:
                     operations.append(Operation(op=Op.NONE, id=step.target_id or "", text=step.text, kind=source.kind,
@@ -266,8 +266,9 @@ class Writer:
         from bringing back a row deleted meanwhile, and leaves what a crash skips to repair)."""
         vectors = prepared.vectors
         reused = [(item, n) for item, n in new_items if n is not None and vectors is not None]
-        points = [IndexPoint(item.id, vectors.dense[n], vectors.sparse[n], projection.item_payload(item))
-                  for item, n in reused] if vectors is not None else []
+        points = with_anticipations(self.embedder, [
+            IndexPoint(item.id, vectors.dense[n], vectors.sparse[n], projection.item_payload(item))
+            for item, n in reused], [item for item, _ in reused]) if vectors is not None else []
         projection.store_points(self.db, self.index, self.embedder, points, [item for item, _ in reused])
         to_embed = [item for item, n in new_items if n is None]
         if to_embed:
@@ -286,14 +287,3 @@ def _claim(session: Session, raw_ids: list[str]) -> bool:
     if claimed and claimed != len(raw_ids):
         raise Conflict("the request's turns changed while it was extracted; the request is retried")
     return bool(claimed)
-
-
-def _parse_time(value: str | None, reference: datetime) -> datetime | None:
-    """The LLM's event time; unreadable ones are dropped (and dcpm.store.items drops the ones
-    out of the store's range)."""
-    if not value:
-        return None
-    try:
-        return dateparser.parse(value, default=reference.replace(hour=0, minute=0, second=0, microsecond=0))
-    except (ValueError, OverflowError):
-        return None

@@ -17,7 +17,8 @@ from dcpm.api.models import SearchRequest
 from dcpm.config import Settings
 from dcpm.domain import Turn
 from dcpm.errors import Conflict
-from dcpm.index.base import DENSE, SPARSE, Equals, NotEquals, OneOf, Scope, metadata_key
+from dcpm.index.anticipation import ANTICIPATION, companion_id
+from dcpm.index.base import DENSE, OPEN_END, SPARSE, Equals, IndexPoint, NotEquals, OneOf, Scope, metadata_key
 from dcpm.index.projection import raw_index_text
 from dcpm.service import MemoryService
 
@@ -129,6 +130,28 @@ def test_a_hard_delete_leaves_nothing_findable(svc):
     assert svc.index.query(SPARSE, sparse_query(svc, "quokka zebu locker"), Scope(user_id="ana"), 5) == []
     assert secret not in {h.id for h in svc.index.query(DENSE, dense_query(svc, SECRET), Scope(user_id="ana"), 50)}
     assert svc.index.count() == len(ANA_TURNS) and svc.index.pending_purge() is None
+
+
+def test_an_items_anticipations_are_its_own_second_vector_on_every_backend(svc):
+    """Found by the owner's anticipation query only, under the item's id; in no count or ordinary
+    query; closed with the item's validity; deleted with it (dcpm.index.anticipation)."""
+    item_id, other_id = str(uuid.uuid4()), str(uuid.uuid4())
+    text, situation = "Ana's lease allows one cat", "Ana thinks about adopting a kitten from the shelter"
+    encoded = svc.embedder.encode_documents([text, situation, "Bob rows on the river"])
+    payload = {"user_id": "ana", "kind": "fact", "session_id": "", "valid_from": 0.0, "valid_to": OPEN_END}
+    svc.index.upsert([IndexPoint(item_id, encoded.dense[0], encoded.sparse[0], payload, encoded.dense[1]),
+                      IndexPoint(other_id, encoded.dense[2], encoded.sparse[2], {**payload, "user_id": "bob"},
+                                 encoded.dense[1])])
+    cue = dense_query(svc, "should I get a kitten?")
+    assert [h.id for h in svc.index.query(ANTICIPATION, cue, Scope(user_id="ana"), 10)] == [item_id]
+    assert [h.id for h in svc.index.query(ANTICIPATION, cue, Scope(user_id="bob"), 10)] == [other_id]
+    assert [h.id for h in svc.index.query(DENSE, cue, Scope(user_id="ana"), 10)] == [item_id]
+    assert svc.index.count("ana") == 1 and sorted(svc.index.ids()) == sorted([item_id, item_id, other_id, other_id])
+    svc.index.set_payload([item_id], {"valid_from": 0.0, "valid_to": 100.0})
+    assert svc.index.query(ANTICIPATION, cue, Scope(user_id="ana", current_only=True), 10) == []
+    svc.index.delete([item_id])
+    assert svc.index.query(ANTICIPATION, cue, Scope(user_id="ana"), 10) == []
+    assert not svc.index.existing([companion_id(item_id)]) and svc.index.existing([companion_id(other_id)])
 
 
 def test_the_lexical_channel_finds_an_exact_rare_word(svc):

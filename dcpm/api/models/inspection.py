@@ -53,6 +53,8 @@ class ItemOut(BaseModel):
     created_at: datetime
     updated_at: datetime
     metadata: dict[str, Any]
+    # situations extraction expects this to come back in; searched beside the text (Settings.anticipations)
+    anticipations: list[str] = []
     chain: list[ChainLink] | None = None
     revisions: list[RevisionOut] | None = None
 
