@@ -89,6 +89,8 @@ def show(memory_id: str, as_json: JsonFlag = False) -> None:
         out.print(f"  {'*' if link.current else '-'} r{link.revision} {when(link.valid_from)}  {link.text}")
     for revision in entry.revisions or []:
         out.print(f"  revision {revision.revision} ({revision.op}): {revision.text}")
+    for situation in entry.anticipations:  # when extraction expects it to matter (Settings.anticipations)
+        out.print(f"  comes back when: {situation}")
 
 
 def history(memory_id: str, as_json: JsonFlag = False) -> None:

@@ -196,3 +196,13 @@ def test_an_update_keeps_the_items_anticipations_and_adds_the_new_ones(settings,
                                                       "Inês sees a new dentist"]  # six, the repeat dropped
     finally:
         service.close()
+
+
+def test_dcpm_show_lists_when_an_item_comes_back(settings, embedder, llm):
+    from tests.e2e.daemon import run_cli
+
+    service = make(settings, embedder, llm)
+    item_id = item_of(say(service, TARGETS[2][0]))
+    service.close()
+    shown = run_cli(settings.data_dir, "show", item_id).stdout
+    assert all(f"comes back when: {situation}" in shown for situation in TARGETS[2][2]), shown
