@@ -123,3 +123,24 @@ def test_the_written_anticipations_cover_each_inserted_turn_once_and_never_copy_
         assert 1 <= len(record["items"]) <= 3 and 4 <= len(record["anticipations"]) <= 6, record["id"]
         later = turns[record["id"]].lower()
         assert not any(line.lower() in later or later in line.lower() for line in record["anticipations"]), record["id"]
+
+
+def test_the_service_evaluation_extracts_each_inserted_turn_as_its_written_record(monkeypatch):
+    """scripts/eval_anticipation_service.py plays the extraction LLM: whoever says an inserted
+    turn (a distractor is another speaker saying its text), the answer is that turn's record, its
+    anticipations on the first item; a turn it has no record for yields nothing and is noted."""
+    monkeypatch.syspath_prepend(str(REPO / "scripts"))
+    spec = importlib.util.spec_from_file_location("eval_anticipation_service",
+                                                  REPO / "scripts" / "eval_anticipation_service.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    records = module.load_records()
+    sets = {data["conversation"]: data for data in heldout_sets()}
+    missed: list[str] = []
+    extract = module.scripted_extraction(records, sets, missed)
+    for data in sets.values():
+        for turn_id, insertion in module.heldout.inserted_turns(data):
+            items = extract([f"Someone Else: {insertion['text']}", "Someone Else: see you tomorrow"])["items"]
+            assert [i["text"] for i in items] == records[turn_id]["items"]
+            assert [i["anticipations"] for i in items] == [records[turn_id]["anticipations"]] + [[]] * (len(items) - 1)
+    assert set(missed) == {"Someone Else: see you tomorrow"}
