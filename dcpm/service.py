@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, TypeVar
 
-from dcpm import inspection
+from dcpm import inspection, status
 from dcpm.api import models as api
 from dcpm.api.protocol import Memory
 from dcpm.config import Settings
@@ -173,7 +173,7 @@ class MemoryService(ProcessParts):
         return self.consolidation.job(job_id)
 
     def runs(self, user_id: str | None = None, limit: int = 50) -> list[api.RunOut]:
-        return inspection.runs(self.db, user_id, limit)
+        return status.runs(self.db, user_id, limit)
 
     def consent(self, user_id: str, update: api.ConsentUpdate | None = None) -> api.ConsentOut:
         return inspection.consent(self.db, user_id, update)
@@ -226,7 +226,7 @@ class MemoryService(ProcessParts):
     def health(self) -> dict:
         """A lazy service (one CLI command) probes only what it opened: a model takes seconds to load."""
         opened = [part for part in ("index", "embedder") if part in self.__dict__ or not self._lazy]
-        return inspection.health(self.db, (lambda: self.index) if "index" in opened else None,
+        return status.health(self.db, (lambda: self.index) if "index" in opened else None,
                                  (lambda: self.embedder) if "embedder" in opened else None, self.settings)
 
     # --- access control (dcpm.auth) ---------------------------------------------------------

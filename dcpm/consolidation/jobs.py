@@ -11,7 +11,7 @@ import uuid
 from dcpm.api.models import JobOut
 from dcpm.consolidation.runs import Backends, all_users, run_consolidation
 from dcpm.errors import NotFound, Unavailable
-from dcpm.inspection import runs
+from dcpm.status import runs
 
 
 class ConsolidationJobs:

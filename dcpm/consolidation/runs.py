@@ -40,7 +40,7 @@ HELD_POLL_SECONDS = 10.0  # how often a pass looks again at users other workers 
 class RunStatus(StrEnum):
     """A run is `running` until it ends `done` or `failed`; one whose process died is
     `interrupted` (so recorded by the next run of its user, so listed as soon as its lease is
-    not held: dcpm.inspection.runs); a user another worker consolidated during the
+    not held: dcpm.status.runs); a user another worker consolidated during the
     same pass is reported `skipped`."""
 
     RUNNING = "running"

@@ -51,6 +51,25 @@ def metadata_key(name: str) -> str:
     return f"{METADATA}.{name}"
 
 
+# qdrant-edge's binding reads a match on True or False as one on 1 or 0, so no filter of it could
+# select a boolean: a point's boolean metadata values are also kept as "true" / "false" here.
+METADATA_BOOLEANS = "metadata_booleans"
+
+
+def metadata_payload(meta: dict[str, Any] | None) -> dict[str, Any]:
+    """The payload fields of a memory's metadata: the object itself and its booleans as keywords."""
+    booleans = {key: "true" if value else "false" for key, value in (meta or {}).items() if isinstance(value, bool)}
+    return {METADATA: meta or {}, **({METADATA_BOOLEANS: booleans} if booleans else {})}
+
+
+def as_keyword(condition: Equals | NotEquals) -> Equals | NotEquals:
+    """A condition on a boolean metadata value as one on its keyword (see METADATA_BOOLEANS)."""
+    if isinstance(condition.value, bool) and condition.key.startswith(f"{METADATA}."):
+        name = condition.key.removeprefix(f"{METADATA}.")
+        return type(condition)(f"{METADATA_BOOLEANS}.{name}", "true" if condition.value else "false")
+    return condition
+
+
 @dataclass(frozen=True)
 class Equals:
     """The payload value at `key` equals `value`, type included ("3" is not 3)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import qdrant_edge as qe
 
-from dcpm.index.base import Condition, Equals, NotEquals, OneOf, Scalar, Scope, scope_conditions
+from dcpm.index.base import Condition, Equals, NotEquals, OneOf, Scalar, Scope, as_keyword, scope_conditions
 
 
 def match(key: str, value: Scalar) -> qe.FieldCondition:
@@ -21,6 +21,7 @@ def scope_filter(scope: Scope) -> qe.Filter:
 def _condition(condition: Condition) -> qe.FieldCondition:
     """The positive match of a condition (a NotEquals matches the value that it excludes)."""
     if isinstance(condition, (Equals, NotEquals)):
+        condition = as_keyword(condition)
         return match(condition.key, condition.value)
     if isinstance(condition, OneOf):
         return qe.FieldCondition(key=condition.key, match=qe.MatchAny(list(condition.values)))

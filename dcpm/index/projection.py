@@ -25,7 +25,7 @@ from dcpm.embedding import Embedder
 from dcpm.errors import StorageFull
 from dcpm.index import IndexPoint, VectorIndex, user_idf
 from dcpm.index.anticipation import expected_companions, with_anticipations
-from dcpm.index.base import METADATA, OPEN_END
+from dcpm.index.base import OPEN_END, metadata_payload
 from dcpm.store.db import Database
 from dcpm.store.models import Item, Node, RawInput, utcnow
 
@@ -47,13 +47,13 @@ def raw_payload(raw: RawInput) -> dict:
     """A turn's payload carries its metadata as stored with its row, for metadata filters
     (`metadata.food`, see dcpm.index.base.metadata_key) evaluated by the index itself."""
     return {"user_id": raw.user_id, "kind": ItemKind.RAW, "session_id": raw.session_id or "",
-            "valid_from": _epoch(raw.timestamp), "valid_to": OPEN_END, METADATA: raw.meta or {}}
+            "valid_from": _epoch(raw.timestamp), "valid_to": OPEN_END, **metadata_payload(raw.meta)}
 
 
 def item_payload(item: Item) -> dict:
     return {"user_id": item.user_id, "kind": item.kind, "chain_id": item.chain_id,
             "session_id": (item.meta or {}).get("session_id", ""),
-            "valid_from": _epoch(item.valid_from), "valid_to": _epoch(item.valid_to), METADATA: item.meta or {}}
+            "valid_from": _epoch(item.valid_from), "valid_to": _epoch(item.valid_to), **metadata_payload(item.meta)}
 
 
 def node_payload(node: Node) -> dict:

@@ -97,9 +97,9 @@ def test_a_users_queries_never_see_another_users_points(svc):
 def test_scopes_select_kinds_sessions_belief_time_current_heads_and_metadata(svc):
     coffee, black, green = ana_drinks_chain(svc)
     svc.import_turns("ana", [Turn(text="Pepper chewed my running shoes", speaker="Ana", session_id="s-2",
-                                  timestamp=at(2025, 3, 3), metadata={"topic": "pets", "mood": 2}),
+                                  timestamp=at(2025, 3, 3), metadata={"topic": "pets", "mood": 2, "indoor": True}),
                              Turn(text="I bought oolong tea at the market", speaker="Ana", session_id="s-3",
-                                  timestamp=at(2025, 4, 1), metadata={"topic": "food"})])
+                                  timestamp=at(2025, 4, 1), metadata={"topic": "food", "indoor": 1})])
     turns = raw_ids(svc, "ana")
     drink = dense_query(svc, "what does Ana drink")
 
@@ -119,6 +119,9 @@ def test_scopes_select_kinds_sessions_belief_time_current_heads_and_metadata(svc
     assert ids(kinds=("raw",), filters=(OneOf(metadata_key("topic"), ("food", "travel")),)) == {food}
     assert ids(kinds=("raw",), filters=(Equals(metadata_key("mood"), 2),)) == {pets}
     assert ids(kinds=("raw",), filters=(Equals(metadata_key("mood"), "2"),)) == set()  # types must match
+    assert ids(kinds=("raw",), filters=(Equals(metadata_key("indoor"), True),)) == {pets}  # not the 1 of food
+    assert ids(kinds=("raw",), filters=(NotEquals(metadata_key("indoor"), True),)) >= {food}
+    assert ids(kinds=("raw",), filters=(Equals(metadata_key("indoor"), 1),)) == {food}
 
 
 def test_a_hard_delete_leaves_nothing_findable(svc):

@@ -13,9 +13,10 @@ from dcpm.api.client import Client
 from dcpm.api.models import AddMemoryRequest, SearchRequest
 from dcpm.domain import Turn
 from dcpm.errors import Invalid
-from dcpm.index.base import METADATA
+from dcpm.index.base import METADATA, METADATA_BOOLEANS
 from dcpm.index.projection import build_points
 from dcpm.server.app import create_app
+from dcpm.service import MemoryService
 from dcpm.store.items import NewItem, add_item
 from dcpm.store.models import RawInput
 from dcpm.write.raw import touch_user
@@ -24,8 +25,9 @@ from .scenarios import at
 from .served import served
 
 DISHES = {
-    "pizza": Turn(text="I had pizza with the team", metadata={"food": "pizza", "year": 2024}, timestamp=at(2025, 1, 3)),
-    "sushi": Turn(text="Sushi for my birthday dinner", metadata={"food": "sushi", "year": 2025},
+    "pizza": Turn(text="I had pizza with the team", metadata={"food": "pizza", "year": 2024, "shared": True},
+                  timestamp=at(2025, 1, 3)),
+    "sushi": Turn(text="Sushi for my birthday dinner", metadata={"food": "sushi", "year": 2025, "shared": False},
                   timestamp=at(2025, 2, 3)),
     "home": Turn(text="Dinner at home with friends", timestamp=at(2025, 3, 3)),
 }
@@ -40,7 +42,8 @@ def alex(service) -> dict[str, str]:
     with service.db.session() as session:
         touch_user(session, "alex")
         item = add_item(session, "alex", NewItem("fact", "Alex loves ramen", valid_from=at(2025, 4, 1),
-                                                 metadata={"food": "ramen", "tags": ["noodles", "soup"]}))
+                                                 metadata={"food": "ramen", "tags": ["noodles", "soup"],
+                                                           "shared": 1}))
     service.writer.index_rows(items=[item])
     return {**named, "ramen": item.id}
 
@@ -62,6 +65,10 @@ def listed(service, filters, **options) -> set[str]:
     ({"food": {"nin": ["sushi", "ramen"]}, "year": {"in": [2024, 2025]}}, {"pizza"}),
     ({"tags": "soup"}, {"ramen"}),  # a list stored under a key matches by its elements
     ({"year": True}, set()),
+    ({"shared": True}, {"pizza"}),  # a boolean is matched as a boolean: not the integer 1 of ramen
+    ({"shared": False}, {"sushi"}),
+    ({"shared": {"ne": True}}, {"sushi", "home", "ramen"}),
+    ({"shared": 1}, {"ramen"}),
 ])
 def test_search_and_listing_select_the_same_memories(service, alex, filters, expected):
     wanted = {alex[name] for name in expected}
@@ -103,3 +110,24 @@ def test_reindex_gives_points_indexed_before_metadata_filters_their_metadata(ser
     assert searched(service, {"food": "pizza"}) == set()
     service.reindex()
     assert searched(service, {"food": "pizza"}) == {alex["pizza"]}
+
+
+def test_the_upgrade_lets_search_filter_on_booleans_indexed_before(service, alex):
+    """Points written before kept no keyword copy of their booleans; migration 0010 marks their rows
+    and start-up repair rewrites them, so a boolean filter finds them without a reindex."""
+    from sqlalchemy import text
+
+    with service.db.session() as session:
+        pizza = session.get(RawInput, alex["pizza"])
+    old = [dataclasses.replace(p, payload={k: v for k, v in p.payload.items() if k != METADATA_BOOLEANS})
+           for p in build_points(service.embedder, raws=[pizza])]
+    service.index.upsert(old)  # as an earlier version indexed it
+    with service.db.session() as session:
+        session.execute(text("UPDATE alembic_version SET version_num = '0009'"))
+    settings, embedder = service.settings, service.embedder
+    service.close()
+    reopened = MemoryService(settings, embedder=embedder)  # migrates, then repairs
+    try:
+        assert searched(reopened, {"shared": True}) == {alex["pizza"]}
+    finally:
+        reopened.close()

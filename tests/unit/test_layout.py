@@ -17,7 +17,7 @@ LAYERS = [
     {"store", "embedding", "llm", "testing"},
     {"index"},
     {"api"},
-    {"inspection", "auth"},
+    {"inspection", "status", "auth"},
     {"read", "write", "admin", "adapter"},
     {"consolidation"},
     {"parts", "service"},
