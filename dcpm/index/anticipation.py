@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from dcpm.domain import ItemKind
 from dcpm.embedding.base import SparseVector
-from dcpm.index.base import DENSE, Hit, IndexPoint, PendingPurge, Scope, VectorIndex
+from dcpm.index.base import DENSE, SPARSE, Hit, IndexPoint, PendingPurge, Scope, VectorIndex
 
 if TYPE_CHECKING:
     import numpy as np
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from dcpm.store.models import Item
 
 ANTICIPATION = "anticipation"  # the `using` of a query over the owner's anticipations
+ANTICIPATION_TERMS = "anticipation_terms"  # the same over their lexical terms
 OWNER_SUFFIX = "#anticipations"
 _FLIP = 0xC << 76  # the UUID version nibble: 4 <-> 8, 5 <-> 9
 _COMPANION_VERSIONS = (8, 9)
@@ -63,8 +64,10 @@ def with_anticipations(embedder: Embedder, points: Sequence[IndexPoint], items: 
     joined = {item.id: " ".join(item.anticipation_list) for item in items if item.anticipations}
     if not joined:
         return list(points)
-    vectors = dict(zip(joined, embedder.encode_documents(list(joined.values())).dense))
-    return [replace(p, anticipation=vectors[p.id]) if p.id in vectors else p for p in points]
+    encoded = embedder.encode_documents(list(joined.values()))
+    vectors = {item_id: (encoded.dense[n], encoded.sparse[n]) for n, item_id in enumerate(joined)}
+    return [replace(p, anticipation=vectors[p.id][0], anticipation_terms=vectors[p.id][1]) if p.id in vectors else p
+            for p in points]
 
 
 def expected_companions(rows: Sequence[Any]) -> list[str]:
@@ -82,10 +85,11 @@ class AnticipatingIndex:
         return getattr(self.inner, name)
 
     def upsert(self, points: Sequence[IndexPoint]) -> None:
-        companions = [IndexPoint(companion_id(p.id), p.anticipation, _NO_TERMS,
+        companions = [IndexPoint(companion_id(p.id), p.anticipation, p.anticipation_terms or _NO_TERMS,
                                  {**p.payload, "user_id": companion_user(p.payload["user_id"])})
                       for p in points if p.anticipation is not None]
-        self.inner.upsert([replace(p, anticipation=None) if p.anticipation is not None else p for p in points]
+        self.inner.upsert([replace(p, anticipation=None, anticipation_terms=None) if p.anticipation is not None
+                           else p for p in points]
                           + companions)
         # An item whose anticipations were dropped (a manual edit) loses its companion
         bare = [companion_id(p.id) for p in points if p.anticipation is None and p.payload.get("kind") in EXTRACTED]
@@ -103,9 +107,10 @@ class AnticipatingIndex:
             self.inner.set_payload(sorted(companions), payload)
 
     def query(self, using: str, vector: np.ndarray | SparseVector, scope: Scope, limit: int) -> list[Hit]:
-        if using != ANTICIPATION:
+        if using not in (ANTICIPATION, ANTICIPATION_TERMS):
             return self.inner.query(using, vector, scope, limit)
-        hits = self.inner.query(DENSE, vector, replace(scope, user_id=companion_user(scope.user_id)), limit)
+        hits = self.inner.query(DENSE if using == ANTICIPATION else SPARSE, vector,
+                                replace(scope, user_id=companion_user(scope.user_id)), limit)
         return [Hit(owner, h.score) for h in hits if (owner := owner_of(h.id)) is not None]
 
     def dense_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:

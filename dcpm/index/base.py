@@ -25,6 +25,7 @@ class IndexPoint:
     sparse: SparseVector
     payload: dict[str, Any]
     anticipation: np.ndarray | None = None  # an item's anticipations, one vector (dcpm.index.anticipation)
+    anticipation_terms: SparseVector | None = None  # and their lexical terms
 
 
 @dataclass(frozen=True)

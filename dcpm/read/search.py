@@ -14,7 +14,7 @@ from dcpm.config import Settings
 from dcpm.domain import as_utc, utcnow
 from dcpm.errors import Invalid, NotFound
 from dcpm.index import Scope, VectorIndex
-from dcpm.index.anticipation import ANTICIPATION
+from dcpm.index.anticipation import ANTICIPATION, ANTICIPATION_TERMS
 from dcpm.index.base import DENSE, SPARSE
 from dcpm.read.context_block import render_context
 from dcpm.read.fusion import Calibration, Fused, fuse
@@ -57,6 +57,8 @@ def candidates(index: VectorIndex, query: QueryVector, scope: Scope, pool: int, 
     for hit in index.query(ANTICIPATION, query.dense, scope, pool) if anticipations else ():
         dense_hits[hit.id] = max(hit.score, dense_hits.get(hit.id, -1.0))
     sparse_hits = {h.id: h.score for h in index.query(SPARSE, query.sparse, scope, pool)} if lexical else {}
+    for hit in index.query(ANTICIPATION_TERMS, query.sparse, scope, pool) if anticipations and lexical else ():
+        sparse_hits[hit.id] = max(hit.score, sparse_hits.get(hit.id, 0.0))
     dense_hits.update(index.dense_scores(query.dense, [i for i in sparse_hits if i not in dense_hits]))
     return dense_hits, sparse_hits
 

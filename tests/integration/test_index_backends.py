@@ -17,7 +17,7 @@ from dcpm.api.models import SearchRequest
 from dcpm.config import Settings
 from dcpm.domain import Turn
 from dcpm.errors import Conflict
-from dcpm.index.anticipation import ANTICIPATION, companion_id
+from dcpm.index.anticipation import ANTICIPATION, ANTICIPATION_TERMS, companion_id
 from dcpm.index.base import DENSE, OPEN_END, SPARSE, Equals, IndexPoint, NotEquals, OneOf, Scope, metadata_key
 from dcpm.index.projection import raw_index_text
 from dcpm.service import MemoryService
@@ -142,11 +142,15 @@ def test_an_items_anticipations_are_its_own_second_vector_on_every_backend(svc):
     text, situation = "Ana's lease allows one cat", "Ana thinks about adopting a kitten from the shelter"
     encoded = svc.embedder.encode_documents([text, situation, "Bob rows on the river"])
     payload = {"user_id": "ana", "kind": "fact", "session_id": "", "valid_from": 0.0, "valid_to": OPEN_END}
-    svc.index.upsert([IndexPoint(item_id, encoded.dense[0], encoded.sparse[0], payload, encoded.dense[1]),
+    svc.index.upsert([IndexPoint(item_id, encoded.dense[0], encoded.sparse[0], payload, encoded.dense[1],
+                                 encoded.sparse[1]),
                       IndexPoint(other_id, encoded.dense[2], encoded.sparse[2], {**payload, "user_id": "bob"},
-                                 encoded.dense[1])])
+                                 encoded.dense[1], encoded.sparse[1])])
     cue = dense_query(svc, "should I get a kitten?")
     assert [h.id for h in svc.index.query(ANTICIPATION, cue, Scope(user_id="ana"), 10)] == [item_id]
+    kitten = sparse_query(svc, "kitten shelter")
+    assert [h.id for h in svc.index.query(ANTICIPATION_TERMS, kitten, Scope(user_id="ana"), 10)] == [item_id]
+    assert svc.index.query(SPARSE, kitten, Scope(user_id="ana"), 10) == []  # the item's own words lack them
     assert [h.id for h in svc.index.query(ANTICIPATION, cue, Scope(user_id="bob"), 10)] == [other_id]
     assert [h.id for h in svc.index.query(DENSE, cue, Scope(user_id="ana"), 10)] == [item_id]
     assert svc.index.count("ana") == 1 and sorted(svc.index.ids()) == sorted([item_id, item_id, other_id, other_id])

@@ -17,6 +17,9 @@ depends_on = None
 
 
 def upgrade() -> None:
+    # a store stamped back to an older revision (a rerun of the data migrations) may have it already
+    if 'anticipations' in {c['name'] for c in sa.inspect(op.get_bind()).get_columns('items')}:
+        return
     with op.batch_alter_table('items') as batch:
         batch.add_column(sa.Column('anticipations', sa.Text(), nullable=True))
 
