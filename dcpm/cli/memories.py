@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from dcpm.cli.output import JsonFlag, dump, memory, out, progress, request, settings, when
+from dcpm.cli.output import JsonFlag, dump, err, memory, out, progress, request, settings, when
 
 
 def add(user: str, text: str,
@@ -84,11 +84,21 @@ def import_file(path: Path,
     config = settings()
     lines = read_file(path, user, config)
     started = time.perf_counter()
-    with memory() as mem, progress() as bar:
-        task = bar.add_task(f"importing {path.name}", total=len(lines))
-        size = min(batch_size or config.import_batch_size, config.max_messages)
-        imported = import_lines(mem.import_turns, lines, size,
-                                lambda n: bar.advance(task, n))
+    done = [0]  # turns of the batches stored so far (a batch is stored whole or not at all)
+
+    def advance(n: int) -> None:
+        done[0] += n
+        bar.advance(task, n)
+
+    try:
+        with memory() as mem, progress() as bar:
+            task = bar.add_task(f"importing {path.name}", total=len(lines))
+            imported = import_lines(mem.import_turns, lines, min(batch_size or config.import_batch_size,
+                                                                 config.max_messages), advance)
+    except KeyboardInterrupt:
+        err.print(f"interrupted: at least {done[0]} of {len(lines)} turn(s) are stored; run the same command "
+                  "again to import the rest (stored turns are skipped)")
+        raise typer.Exit(130) from None
     seconds = time.perf_counter() - started
     report = {"read": len(lines), "imported": imported, "skipped": len(lines) - imported,
               "users": sorted({line.user_id for line in lines}), "seconds": round(seconds, 2),
@@ -99,8 +109,10 @@ def import_file(path: Path,
               f"for {len(report['users'])} user(s) in {seconds:.1f}s")
 
 
-def backfill(retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Also retry inputs marked failed "
-                                                                        "(after fixing their cause).")] = False) -> None:
+RETRY_FAILED = typer.Option("--retry-failed", help="Also retry inputs marked failed (after fixing their cause).")
+
+
+def backfill(retry_failed: Annotated[bool, RETRY_FAILED] = False) -> None:
     """Extract facts from every pending input (after an LLM was configured)."""
     with memory() as mem, progress() as bar:
         task = bar.add_task("processing pending inputs", total=None)

@@ -35,3 +35,49 @@ def test_an_event_limit_out_of_range_is_refused_without_a_daemon_as_the_daemon_r
 def test_a_refused_value_is_worded_without_pydantics_value_error_prefix(tmp_path):
     message = refused(tmp_path / "data", "add", "ana", "")
     assert message.strip() == "error: messages.0.content: message content is empty"
+
+
+def test_an_import_stopped_with_ctrl_c_says_how_far_it_got_and_a_rerun_finishes_it(tmp_path):
+    """Ctrl-C (SIGINT) mid-import: exit 130 and one line saying what is stored; the same command
+    again imports the rest and skips what the first one stored."""
+    import json
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+    from datetime import datetime, timedelta, timezone
+
+    from tests.integration.life_of_ines import INES
+
+    from .daemon import dcpm_env
+
+    data_dir, history = tmp_path / "data", tmp_path / "ines.jsonl"
+    start = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    lines = [{"text": text, "speaker": "Inês", "session_id": f"year-{year}",
+              "timestamp": (start + timedelta(days=365 * year + 2 * n)).isoformat()}
+             for year in range(8) for n, text in enumerate(INES)]
+    history.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    command = [sys.executable, "-m", "dcpm.cli", "import", str(history), "--user", "ines", "--batch-size", "40"]
+    first = subprocess.Popen(command, env=dcpm_env(data_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:  # wait till some batches are stored, then press Ctrl-C
+        try:
+            with sqlite3.connect(data_dir / "dcpm.db") as db:
+                if db.execute("SELECT count(*) FROM raw_inputs").fetchone()[0] >= 80:
+                    break
+        except sqlite3.Error:
+            pass
+        time.sleep(0.2)
+    first.send_signal(signal.SIGINT)
+    _, stderr = first.communicate(timeout=120)
+    assert first.returncode == 130, stderr
+    assert "Traceback" not in stderr and "interrupted: at least" in stderr, stderr
+    stored = int(stderr.split("at least ")[1].split(" ")[0])
+    with sqlite3.connect(data_dir / "dcpm.db") as db:
+        assert 80 <= stored <= db.execute("SELECT count(*) FROM raw_inputs").fetchone()[0] < len(lines)
+    second = run_cli(data_dir, "import", str(history), "--user", "ines", "--json")
+    report = json.loads(second.stdout)
+    assert report["skipped"] >= stored and report["imported"] + report["skipped"] == len(lines)
+    assert cli_json(data_dir, "users", "--json")[0]["raw_inputs"] == len(lines)
