@@ -8,6 +8,7 @@ instead of spelling the strings again.
 from __future__ import annotations
 
 import re
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
@@ -170,23 +171,23 @@ class InvalidMoment(Invalid, ValueError):
 UserId = Annotated[str, AfterValidator(check_user_id)]
 
 
-def spelled_as_stored(memory_id: str) -> str:
-    """A memory or node id in the one spelling the store keeps (a UUID's canonical form): a caller
-    may write it in upper case or braces. Anything that is no UUID is left for the checks to refuse."""
-    import uuid
-
+def canonical_uuid(value: Any) -> str | None:
+    """A UUID in its one canonical spelling (lower case, no braces, no urn: prefix), the only one
+    the store and the vector index keep; None for anything that is no UUID."""
     try:
-        return str(uuid.UUID(memory_id))
+        return str(uuid.UUID(value))
     except (ValueError, AttributeError, TypeError):
-        return memory_id
+        return None
+
+
+def spelled_as_stored(memory_id: str) -> str:
+    """A memory or node id in the spelling the store keeps: a caller may write it in upper case or
+    braces. Anything that is no UUID is left for the checks to refuse."""
+    return canonical_uuid(memory_id) or memory_id
 
 
 def check_memory_id(value: str, what: str = "memory") -> str:
     """Memory and node ids are UUIDs; anything else is refused before the store is asked."""
-    import uuid
-
-    try:
-        uuid.UUID(value)
-    except (ValueError, AttributeError, TypeError):
-        raise Invalid(f"{value!r} is not a {what} id (a UUID)") from None
+    if canonical_uuid(value) is None:
+        raise Invalid(f"{value!r} is not a {what} id (a UUID)")
     return value

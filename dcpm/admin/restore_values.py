@@ -30,6 +30,7 @@ from dcpm.domain import (
     NodeStatus,
     RawStatus,
     as_utc,
+    canonical_uuid,
 )
 from dcpm.errors import Invalid
 from dcpm.store.items import anticipation_lines
@@ -66,12 +67,10 @@ def check_values(name: str, model: Any, row: dict[str, Any]) -> None:
         _check_anticipations(row["anticipations"])
     if name in MEMORY_IDS and "id" in row:
         memory_id = row["id"]
-        try:
-            canonical = str(uuid.UUID(memory_id))
-        except (ValueError, AttributeError, TypeError):
-            canonical = None
-        if canonical != memory_id:
-            raise Invalid(f"the {name} row's id {memory_id!r} is not a memory id (a UUID in lower case)")
+        # dcpm writes version 4 (random) and 5 (derived) ids; the index keeps 8 and 9 for companion points
+        if canonical_uuid(memory_id) != memory_id or uuid.UUID(memory_id).version not in (4, 5):
+            raise Invalid(f"the {name} row's id {memory_id!r} is not a memory id (a UUID of version 4 or 5, "
+                          "in lower case)")
 
 
 def _check_value(kind: Any, value: Any, where: str) -> None:

@@ -33,7 +33,8 @@ config_app = typer.Typer(help="Settings.", no_args_is_help=True)
 def _global(data_dir: Annotated[Path | None, typer.Option(help="Data directory (DCPM_DATA_DIR).")] = None,
             config: Annotated[Path | None, typer.Option(help="TOML settings file (DCPM_CONFIG).")] = None) -> None:
     if config is not None and not config.is_file():
-        raise Invalid(f"no such settings file: {config}")
+        raise Invalid(f"{config} is a directory, not a settings file (a TOML file)" if config.is_dir()
+                      else f"no such settings file: {config}")
     OVERRIDES.data_dir = data_dir
     OVERRIDES.config = config
 

@@ -1,18 +1,20 @@
 """Anticipations (T-Mem, paper 001): situations in which a memory should come back, written by
-the extraction LLM when the item is stored and searched as a second dense vector of the item.
+the extraction LLM when the item is stored and searched beside the item's own text.
 
 "Audrey's lease allows three dogs; she has four" shares no words and little meaning with "we're
 looking at houses to rent this summer"; an anticipation such as "Audrey starts looking for a new
-place to rent" does. Measured offline on conversations written by someone else, cue Recall@10
-went from 0.463 to 0.637 and indirect questions from 0.400 to 0.775 (scripts/eval_anticipation.py).
+place to rent" does. On conversations written by someone else, ranked among memories that all
+have anticipations, cue Recall@10 went from 0.450 to 0.625 and indirect questions from 0.275 to
+0.750 through the service (scripts/eval_anticipation_service.py; scripts/heldout/README.md).
 
-Every backend gets them the same way, without a change to its layout: an item's anticipations
-(joined into one text, one vector) are a *companion point* beside the item's own point.
+Every backend gets them the same way, without a change to its layout: an item's anticipations,
+joined into one text, are a *companion point* beside the item's own point, with that text's
+dense vector and its lexical terms.
 - Its id is the item's id with the UUID version nibble flipped (4 -> 8, 5 -> 9): reversible, and
-  no memory id has version 8 or 9, so it can never name another memory.
+  no memory id has version 8 or 9 (a restore refuses one), so it can never name another memory.
 - Its payload is the item's, under the user id `<user>#anticipations`: no user id can contain
   "#" (dcpm.domain.USER_ID), so no ordinary search, count or BM25 statistic of any user sees it,
-  and only `query(ANTICIPATION, ...)` of the owner reaches it.
+  and only `query(ANTICIPATION | ANTICIPATION_TERMS, ...)` of the owner reaches it.
 `AnticipatingIndex` wraps the backend so that nothing above the index knows companions exist:
 deleting a point deletes its companion, a validity payload reaches both, and hits come back
 under the item's id. Deleting means gone everywhere holds with no delete site changed.

@@ -12,7 +12,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from dcpm.config import Settings
-from dcpm.domain import EventAction, ItemKind, RawStatus, Turn, as_utc
+from dcpm.domain import EventAction, ItemKind, RawStatus, Turn, as_utc, canonical_uuid
 from dcpm.errors import Invalid
 from dcpm.store import events
 from dcpm.store.models import RawInput, User, utcnow
@@ -65,10 +65,10 @@ def check_turns(turns: Sequence[Turn], settings: Settings) -> None:
 def canonical_id(value: str, number: int = 1) -> str:
     """A UUID in its one canonical spelling (lower case, no braces, no urn prefix): the vector
     index canonicalises point ids, so two spellings must never reach the store as two ids."""
-    try:
-        return str(uuid.UUID(value))
-    except (ValueError, AttributeError, TypeError):
-        raise Invalid(f"message {number} has id {value!r}, which is not a UUID") from None
+    canonical = canonical_uuid(value)
+    if canonical is None:
+        raise Invalid(f"message {number} has id {value!r}, which is not a UUID")
+    return canonical
 
 
 def stored_raw_id(user_id: str, client_id: str) -> str:

@@ -81,3 +81,8 @@ def test_an_import_stopped_with_ctrl_c_says_how_far_it_got_and_a_rerun_finishes_
     report = json.loads(second.stdout)
     assert report["skipped"] >= stored and report["imported"] + report["skipped"] == len(lines)
     assert cli_json(data_dir, "users", "--json")[0]["raw_inputs"] == len(lines)
+
+
+def test_a_settings_path_that_is_a_directory_is_named_as_one(tmp_path):
+    assert "is a directory, not a settings file" in refused(tmp_path / "data", "--config", str(tmp_path), "users")
+    assert "no such settings file" in refused(tmp_path / "data", "--config", str(tmp_path / "none.toml"), "users")

@@ -9,6 +9,7 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
+from dcpm.index.anticipation import companion_id
 from dcpm.server.app import create_app
 
 from .scenarios import ANA_TURNS, BOB_TURNS, ana_drinks_chain
@@ -71,6 +72,9 @@ EDITS = {
     "a topic longer than its column": lambda ids: one_row("item", topic="t" * 500),
     "an item id that is no UUID": lambda ids: renamed(ids["item"], "zzz"),
     "a turn id in upper case": lambda ids: renamed(ids["raw_input"], ids["raw_input"].upper()),
+    # the id of the item's anticipation point (dcpm.index.anticipation): it would shadow another memory
+    "an item id of UUID version 8": lambda ids: renamed(ids["item"], companion_id(ids["item"])),
+    "anticipations of seven lines": lambda ids: one_row("item", anticipations="\n".join("abcdefg")),
 }
 
 
