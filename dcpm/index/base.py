@@ -125,6 +125,15 @@ def scope_conditions(scope: Scope) -> list[Condition]:
     return conditions + list(scope.filters)
 
 
+def needs_acorn(scope: Scope) -> bool:
+    """Whether a query should search with ACORN (Qdrant's filtered HNSW traversal): only when the
+    scope narrows a user's points by more than their kind. A user's own graph (the tenant index)
+    serves the rest; ACORN there cost 4-8x the time (10.3 against 1.3 ms with two users of 30,000
+    points) for recall@10 1.000 against 0.978, while on an unindexed metadata filter it keeps
+    recall@10 at 1.000 where the plain traversal found 0.571 (random clustered vectors, 60,000)."""
+    return bool(scope.filters or scope.session_id or scope.as_of is not None or scope.current_only)
+
+
 class Hit(NamedTuple):
     """A point and its score; no payload, which the read path never reads (the store has it all).
     A tuple: a search makes some 300."""

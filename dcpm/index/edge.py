@@ -32,7 +32,7 @@ from dcpm.config import Settings
 from dcpm.embedding.base import SparseVector
 from dcpm.errors import StorageFull, is_disk_full
 from dcpm.index import user_idf
-from dcpm.index.base import DENSE, SPARSE, Hit, IndexPoint, PendingPurge, Scope, SharedLock
+from dcpm.index.base import DENSE, SPARSE, Hit, IndexPoint, PendingPurge, Scope, SharedLock, needs_acorn
 from dcpm.index.edge_filter import match, scope_filter
 from dcpm.index.edge_swap import finish_swap, remove_shard, room_for_a_copy, sibling
 from dcpm.index.identity import IndexIdentity
@@ -167,7 +167,7 @@ class EdgeIndex:
         else:
             query_vector = vector.tolist()
         params = qe.SearchParams(hnsw_ef=self.settings.hnsw_ef,
-                                 acorn=qe.AcornSearchParams(enable=self.settings.acorn))
+                                 acorn=qe.AcornSearchParams(enable=self.settings.acorn and needs_acorn(scope)))
         request = qe.QueryRequest(limit=limit, query=qe.Query.Nearest(query_vector, using=using),
                                   filter=scope_filter(scope), with_payload=False, params=params)
         with self._gate.shared():

@@ -38,6 +38,7 @@ from dcpm.index.base import (
     PendingPurge,
     Scalar,
     Scope,
+    needs_acorn,
     scope_conditions,
 )
 from dcpm.index.identity import IndexIdentity
@@ -181,10 +182,10 @@ class QdrantServerIndex:
             query: Any = qm.SparseVector(indices=vector.indices, values=vector.values)
         else:
             query = vector.tolist()
+        acorn = qm.AcornSearchParams(enable=self.settings.acorn and needs_acorn(scope))
         response = self._client.query_points(
             self.collection, query=query, using=using, query_filter=_filter(scope), limit=limit, with_payload=False,
-            search_params=qm.SearchParams(hnsw_ef=self.settings.hnsw_ef,
-                                          acorn=qm.AcornSearchParams(enable=self.settings.acorn)),
+            search_params=qm.SearchParams(hnsw_ef=self.settings.hnsw_ef, acorn=acorn),
         )
         return [Hit(str(p.id), float(p.score)) for p in response.points]
 
