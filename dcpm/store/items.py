@@ -79,10 +79,10 @@ def anticipation_lines(anticipations: Sequence[str]) -> str | None:
 
 
 def bounded(new: NewItem) -> NewItem:
-    """What the LLM (or any caller) produced, cut to fit the columns it goes into."""
-    lines = anticipation_lines(new.anticipations)
+    """What the LLM (or any caller) produced, cut to fit the columns it goes into (anticipations are
+    cut where their column is written: anticipation_lines)."""
     return replace(new, text=without_nul(new.text), type=_label(new.type), topic=_label(new.topic),
-                   event_time=_storable(new.event_time), anticipations=tuple(lines.split("\n")) if lines else ())
+                   event_time=_storable(new.event_time))
 
 
 def add_item(session: Session, user_id: str, new: NewItem, *, request_id: str | None = None) -> Item:
