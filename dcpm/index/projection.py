@@ -254,8 +254,9 @@ def repair(db: Database, index: VectorIndex, embedder: Embedder, progress: Progr
         return written
     for model, key in MODELS:
         for rows in _batches(db, model, False, 512):
-            present = index.existing([r.id for r in rows] + expected_companions(rows))
-            missing = [r for r in rows if r.id not in present or not present.issuperset(expected_companions([r]))]
+            wanted = {r.id: [r.id, *expected_companions([r])] for r in rows}  # its own point, and its companion
+            present = index.existing([point for points in wanted.values() for point in points])
+            missing = [r for r in rows if not present.issuperset(wanted[r.id])]
             if missing:
                 written += _index_past_bad_rows(db, index, embedder, key, missing)
     return written
