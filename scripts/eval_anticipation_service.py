@@ -47,10 +47,10 @@ from pathlib import Path
 from typing import Callable
 
 import eval_heldout as heldout
+from eval_anticipation import ANTICIPATIONS, load
 from eval_locomo import evidence_ids, normalize_id
 
 K = 10
-ANTICIPATIONS = heldout.HELDOUT / "anticipations.jsonl"
 COLUMNS = [(encoder, on) for encoder in ("frozen", "adapter") for on in (False, True)]
 INSERTED_ONLY = " (inserted only)"
 LOCOMO = "locomo 1-4 R@10"
@@ -69,10 +69,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default 2)")
     p.add_argument("--json", type=Path, default=None, metavar="OUT", help="write the rows, changes and ranks")
     return p.parse_args(argv)
-
-
-def load_records(path: Path = ANTICIPATIONS) -> dict[str, dict]:
-    return {record["id"]: record for record in map(json.loads, path.read_text(encoding="utf-8").splitlines())}
 
 
 def scripted_extraction(records: dict[str, dict], sets: dict[str, dict], missed: list[str]) -> Callable:
@@ -238,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         with LLMServer() as llm:
-            llm.script.extract = scripted_extraction(load_records(), sets, missed)
+            llm.script.extract = scripted_extraction(load(ANTICIPATIONS), sets, missed)
             svc = MemoryService(Settings(data_dir=data_dir, llm_base_url=llm.url, llm_model="scripted", **overrides))
             try:
                 for sample_id in chosen:

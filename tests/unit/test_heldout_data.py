@@ -134,7 +134,7 @@ def test_the_service_evaluation_extracts_each_inserted_turn_as_its_written_recor
                                                   REPO / "scripts" / "eval_anticipation_service.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    records = module.load_records()
+    records = module.load(module.ANTICIPATIONS)
     sets = {data["conversation"]: data for data in heldout_sets()}
     missed: list[str] = []
     extract = module.scripted_extraction(records, sets, missed)
