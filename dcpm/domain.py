@@ -171,6 +171,9 @@ class InvalidMoment(Invalid, ValueError):
 UserId = Annotated[str, AfterValidator(check_user_id)]
 
 
+MEMORY_ID_VERSIONS = (4, 5)  # random ids, and ids derived from a key (a client's id, an imported turn)
+
+
 def canonical_uuid(value: Any) -> str | None:
     """A UUID in its one canonical spelling (lower case, no braces, no urn: prefix), the only one
     the store and the vector index keep; None for anything that is no UUID."""

@@ -33,7 +33,7 @@ from dcpm.domain import ItemKind
 from dcpm.errors import Invalid, NotFound
 from dcpm.index import VectorIndex, projection
 from dcpm.inspection import find_memory, node_owner, owner_of
-from dcpm.store import events, leases
+from dcpm.store import events, items, leases
 from dcpm.store.chains import walk_chain
 from dcpm.store.db import Database
 from dcpm.store.models import (
@@ -241,7 +241,7 @@ def delete_session(db: Database, index: VectorIndex, settings: Settings, user_id
 
 def _drop_raw(session: Session, raw: RawInput) -> None:
     """A turn goes; facts extracted from it stay (they are beliefs of their own) but lose the link."""
-    session.execute(update(Item).where(Item.source_raw_id == raw.id).values(source_raw_id=None))
+    items.forget_turn(session, raw.id)
     events.tombstone(session, user_id=raw.user_id, subject_kind=ItemKind.RAW, subject_ids=[raw.id])
     session.delete(raw)
 

@@ -25,6 +25,7 @@ from dcpm.domain import (
     INT64_RANGE,
     ITEM_KINDS,
     MAX_ANTICIPATIONS,
+    MEMORY_ID_VERSIONS,
     EventAction,
     NodeKind,
     NodeStatus,
@@ -67,8 +68,8 @@ def check_values(name: str, model: Any, row: dict[str, Any]) -> None:
         _check_anticipations(row["anticipations"])
     if name in MEMORY_IDS and "id" in row:
         memory_id = row["id"]
-        # dcpm writes version 4 (random) and 5 (derived) ids; the index keeps 8 and 9 for companion points
-        if canonical_uuid(memory_id) != memory_id or uuid.UUID(memory_id).version not in (4, 5):
+        # the index keeps the other versions' ids for companion points (dcpm.index.anticipation)
+        if canonical_uuid(memory_id) != memory_id or uuid.UUID(memory_id).version not in MEMORY_ID_VERSIONS:
             raise Invalid(f"the {name} row's id {memory_id!r} is not a memory id (a UUID of version 4 or 5, "
                           "in lower case)")
 

@@ -26,7 +26,7 @@ import uuid
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
-from dcpm.domain import ItemKind
+from dcpm.domain import MEMORY_ID_VERSIONS, ItemKind
 from dcpm.embedding.base import SparseVector
 from dcpm.index.base import DENSE, SPARSE, Hit, IndexPoint, PendingPurge, Scope, VectorIndex
 
@@ -39,8 +39,9 @@ if TYPE_CHECKING:
 ANTICIPATION = "anticipation"  # the `using` of a query over the owner's anticipations
 ANTICIPATION_TERMS = "anticipation_terms"  # the same over their lexical terms
 OWNER_SUFFIX = "#anticipations"
-_FLIP = 0xC << 76  # the UUID version nibble: 4 <-> 8, 5 <-> 9
-_COMPANION_VERSIONS = (8, 9)
+_VERSION_FLIP = 0xC  # the UUID version nibble: 4 <-> 8, 5 <-> 9
+_FLIP = _VERSION_FLIP << 76
+_COMPANION_VERSIONS = tuple(version ^ _VERSION_FLIP for version in MEMORY_ID_VERSIONS)
 _NO_TERMS = SparseVector([], [])
 EXTRACTED = (ItemKind.FACT, ItemKind.IDENTITY)  # the kinds extraction writes, and so anticipates
 

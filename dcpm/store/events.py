@@ -9,7 +9,9 @@ and read back here. The detail keys of each action are spelt in this module only
 
 A redacted event keeps its action and subject but its detail becomes the tombstone; a deleted
 user's events are all redacted and carry a pseudonym instead of the user id (ids are often
-e-mail addresses), and no `deleted` event is added for them.
+e-mail addresses), and no `deleted` event is added for them. A deleted turn's events also move
+to a fresh random subject id, and other events' `raw_id` naming it is cleared: `dcpm import`
+derives a turn's id from what it says, so its id would confirm a guess of the deleted text.
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Iterable, Sequence
 
-from sqlalchemy import select, update
+from sqlalchemy import String, bindparam, cast, or_, select, update
 from sqlalchemy.orm import Session
 
-from dcpm.domain import EventAction, Op
+from dcpm.domain import EventAction, ItemKind, Op
 from dcpm.store.models import Event
 
 TOMBSTONE = {"deleted": True}
@@ -37,12 +39,40 @@ def record(session: Session, action: EventAction, *, user_id: str, subject_kind:
 
 def tombstone(session: Session, *, user_id: str, subject_kind: str, subject_ids: Sequence[str]) -> int:
     """A hard delete: redact every earlier event of the subjects and leave one `deleted` event
-    each, so the log keeps that something was removed but nothing of what it said."""
+    each, so the log keeps that something was removed but nothing of what it said. Turns' events
+    move to fresh ids (their ids may be derived from their text) and no event names them after."""
     redacted = redact(session, subject_ids)
+    names = dict(zip(subject_ids, subject_ids))
+    if subject_kind == ItemKind.RAW:
+        names = rename_subjects(session, subject_ids)
+        _clear_turn_references(session, user_id, subject_ids)
     for subject_id in subject_ids:
-        record(session, EventAction.DELETED, user_id=user_id, subject_kind=subject_kind, subject_id=subject_id,
-               **TOMBSTONE)
+        record(session, EventAction.DELETED, user_id=user_id, subject_kind=subject_kind,
+               subject_id=names[subject_id], **TOMBSTONE)
     return redacted
+
+
+def rename_subjects(session: Session, subject_ids: Sequence[str]) -> dict[str, str]:
+    """Move each subject's events to a fresh random id: they stay together, as a deleted user's
+    stay together under one pseudonym, but nothing links them to the old id any more."""
+    names = {subject_id: str(uuid.uuid4()) for subject_id in dict.fromkeys(subject_ids)}
+    if names:
+        session.flush()  # the update below runs on the connection, past the session's pending rows
+        table = Event.__table__
+        session.connection().execute(
+            update(table).where(table.c.subject_id == bindparam("old")).values(subject_id=bindparam("new")),
+            [{"old": old, "new": new} for old, new in names.items()])
+    return names
+
+
+def _clear_turn_references(session: Session, user_id: str, raw_ids: Sequence[str]) -> None:
+    """Other subjects' events (an item created or updated from the turn) keep their text, since
+    the item lives on, but lose the deleted turn's id."""
+    gone = set(raw_ids)
+    mentions = or_(*[cast(Event.detail, String).contains(raw_id) for raw_id in gone])
+    for event in session.scalars(select(Event).where(Event.user_id == user_id, mentions)):
+        if event.detail.get("raw_id") in gone:
+            event.detail = {**event.detail, "raw_id": None}
 
 
 def redact(session: Session, subject_ids: Sequence[str]) -> int:
@@ -58,6 +88,8 @@ def forget_user(session: Session, user_id: str) -> int:
     with a fresh pseudonym and drop the request ids, so the log keeps its shape (one deleted
     user's events stay together) but no row names the user or ties into a later restore."""
     pseudonym = f"deleted-user-{uuid.uuid4().hex}"
+    rename_subjects(session, list(session.scalars(
+        select(Event.subject_id).where(Event.user_id == user_id, Event.subject_kind == ItemKind.RAW).distinct())))
     result = session.execute(update(Event).where(Event.user_id == user_id)
                              .values(detail=TOMBSTONE, user_id=pseudonym, request_id=None))
     return int(result.rowcount or 0)

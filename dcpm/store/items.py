@@ -144,6 +144,13 @@ def update_text(session: Session, item: Item, text: str, *, raw_id: str | None =
     return item
 
 
+def forget_turn(session: Session, raw_id: str) -> None:
+    """A turn is being deleted: the items drawn from it stay (they are beliefs of their own) and
+    so do their revisions, but neither names the turn any more."""
+    session.execute(update(Item).where(Item.source_raw_id == raw_id).values(source_raw_id=None))
+    session.execute(update(ItemRevision).where(ItemRevision.raw_id == raw_id).values(raw_id=None))
+
+
 def _write_if(session: Session, item: Item, condition: Any, conflict: str, **values: Any) -> None:
     """One conditional UPDATE of `item` (it changes what the row's vector says, so `indexed_at`
     is cleared); Conflict if another writer changed the row first. The loaded object is brought

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import struct
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Iterable
 
@@ -14,8 +15,12 @@ import pytest
 
 from dcpm.api.models import AddMemoryRequest, SearchRequest, UpdateMemoryRequest  # noqa: F401  (API shape)
 from dcpm.consolidation.runs import consolidate_user
+from dcpm.domain import Turn
 from dcpm.service import MemoryService
+from dcpm.store.items import update_text
+from dcpm.store.models import Item
 from dcpm.testing.scripted_llm import LLMServer
+from dcpm.write.raw import deterministic_raw_id
 
 CANARY = "kumquat-canary-7c1e"
 KEPT = "Ana keeps bees on her allotment"
@@ -133,5 +138,37 @@ def test_deleting_a_user_leaves_no_trace_of_their_memories(svc, settings):
     assert occurrences(settings.data_dir, CANARY) == []
     assert occurrences(settings.data_dir, KEPT) != []
     assert occurrences(settings.data_dir, user) == []
+    assert [turn for turn in said.raw_ids if occurrences(settings.data_dir, turn)] == []  # not even in the log
     tokens = only_in(svc.embedder, [f"Ana: Ana's locker code is {CANARY}"], [KEPT, "Ana: " + KEPT])
     assert tokens and shard_residue(settings.data_dir, points, tokens, [user]) == {}
+
+
+def test_a_deleted_turn_leaves_no_trace_of_its_id(svc, settings):
+    """`dcpm import` names a turn by a hash of what it says, who said it and when, so a row that
+    kept a deleted turn's id would let anyone holding the data confirm a guess of the deleted
+    text. The facts drawn from the turn stay, and so does their history, without the id."""
+    first = remember(svc, "Ana makes quince jam every autumn")
+    later = remember(svc, "Ana makes quince jam every autumn and sells it at the market")  # supersedes the first
+    imported = Turn(text="Ana walked the Cotswold Way in nine days", speaker="Ana", timestamp=datetime(2025, 5, 1))
+    imported.id = deterministic_raw_id("ana", imported, 0)
+    assert svc.import_turns("ana", [imported]) == 1
+    kept = remember(svc, KEPT)
+    walked = next(m.id for m in svc.list_memories("ana", kind="raw").items if "Cotswold" in m.text)
+    turns = first.raw_ids + later.raw_ids + [walked]
+    facts = [o.id for o in first.operations + later.operations if o.op in ("ADD", "SUPERSEDE")]
+    with svc.db.session() as session:  # an UPDATE the writer drew from the imported turn
+        update_text(session, session.get(Item, facts[-1]), "Ana sells her quince jam at the market", raw_id=walked)
+    for turn in turns:
+        svc.delete_memory(turn)
+
+    current = svc.get(facts[-1])
+    assert "market" in current.text and [link.id for link in current.chain] == facts  # the beliefs stay
+    assert [r.raw_id for r in current.revisions] == [None]
+    history = svc.history(facts[-1]).events
+    assert len(history) >= 4 and all(event.detail.get("raw_id") is None for event in history)
+    assert [e.action for e in svc.events("ana")].count("deleted") == 3
+    svc.close()
+    for turn in turns:
+        assert occurrences(settings.data_dir, turn) == [], turn
+    assert shard_residue(settings.data_dir, turns) == {}
+    assert occurrences(settings.data_dir, kept.raw_ids[0]) != []  # the grep does find a kept turn's id
