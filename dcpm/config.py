@@ -181,6 +181,7 @@ class Settings(BaseSettings):
     writer_max_attempts: AtLeastOne = 5  # then the input is marked failed and the user's later inputs go on
     # T-Mem: extraction also writes when each item should come back; search reads them (dcpm.index.anticipation)
     anticipations: bool = True
+    anticipation_terms_weight: Share = 1.0  # their BM25 against an item's own (0: their meaning only)
 
     # System 2 consolidation (DCPM 2.3, 3.1)
     dbscan_eps_initial: CosineDistance = 0.35  # cosine distance, first pass over all fresh items

@@ -48,27 +48,30 @@ def calibration(settings: Settings, lexical_scale: float = 1.0) -> Calibration:
 
 
 def candidates(index: VectorIndex, query: QueryVector, scope: Scope, pool: int, lexical: bool = True,
-               anticipations: bool = False) -> tuple[dict[str, float], dict[str, float]]:
+               anticipations: bool = False, anticipation_terms: float = 1.0,
+               ) -> tuple[dict[str, float], dict[str, float]]:
     """Dense and sparse candidates of one user: {id: cosine} and {id: BM25}. Sparse-only
     candidates get their true cosine, computed by the index from their stored vector, so fusion
     never guesses. With `anticipations`, an item's cosine is the better of its own and its
-    anticipations' (dcpm.index.anticipation), and an item found by those alone is a candidate."""
+    anticipations' (dcpm.index.anticipation), and so is its BM25, the anticipations' weighted by
+    `anticipation_terms`; an item found by those alone is a candidate."""
     dense_hits = {h.id: h.score for h in index.query(DENSE, query.dense, scope, pool)}
     for hit in index.query(ANTICIPATION, query.dense, scope, pool) if anticipations else ():
         dense_hits[hit.id] = max(hit.score, dense_hits.get(hit.id, -1.0))
     sparse_hits = {h.id: h.score for h in index.query(SPARSE, query.sparse, scope, pool)} if lexical else {}
-    for hit in index.query(ANTICIPATION_TERMS, query.sparse, scope, pool) if anticipations and lexical else ():
-        sparse_hits[hit.id] = max(hit.score, sparse_hits.get(hit.id, 0.0))
+    by_terms = anticipations and lexical and anticipation_terms > 0
+    for hit in index.query(ANTICIPATION_TERMS, query.sparse, scope, pool) if by_terms else ():
+        sparse_hits[hit.id] = max(hit.score * anticipation_terms, sparse_hits.get(hit.id, 0.0))
     dense_hits.update(index.dense_scores(query.dense, [i for i in sparse_hits if i not in dense_hits]))
     return dense_hits, sparse_hits
 
 
 def retrieve(index: VectorIndex, query: QueryVector, scope: Scope, pool: int, scoring: Calibration,
              rrf_k: float = 60.0, lane_lexical: bool = False, lane_weight: float = 1.0,
-             anticipations: bool = False) -> list[Fused]:
+             anticipations: bool = False, anticipation_terms: float = 1.0) -> list[Fused]:
     """The candidates, best first: by score, or by rank fusion when the query has an associative lane."""
-    hybrid = fuse(*candidates(index, query, scope, pool, lexical=scoring.alpha < 1, anticipations=anticipations),
-                  scoring)
+    hybrid = fuse(*candidates(index, query, scope, pool, lexical=scoring.alpha < 1, anticipations=anticipations,
+                              anticipation_terms=anticipation_terms), scoring)
     return with_associative_lane(index, query, scope, pool, hybrid, scoring, rrf_k, lexical=lane_lexical,
                                  weight=lane_weight)
 
@@ -90,7 +93,7 @@ def search(db: Database, index: VectorIndex, encoder: QueryEncoder, settings: Se
     threshold = settings.search_threshold if request.threshold is None else request.threshold
     ranked = retrieve(index, query, scope, pool, scoring, settings.adapter_rrf_k,
                       lane_lexical=settings.adapter_fusion == "rrf_hybrid", lane_weight=settings.adapter_lane_weight,
-                      anticipations=settings.anticipations)
+                      anticipations=settings.anticipations, anticipation_terms=settings.anticipation_terms_weight)
     floor = 0.0 if request.threshold is None else threshold
     with db.session() as session:
         # Rank fusion has ordered an associative lane already; time reorders only a ranking by score

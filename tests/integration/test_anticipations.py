@@ -206,3 +206,22 @@ def test_dcpm_show_lists_when_an_item_comes_back(settings, embedder, llm):
     service.close()
     shown = run_cli(settings.data_dir, "show", item_id).stdout
     assert all(f"comes back when: {situation}" in shown for situation in TARGETS[2][2]), shown
+
+
+def test_the_anticipations_words_count_as_much_as_the_setting_says(settings, embedder, llm):
+    """"Schengen" is in none of Inês's memories, only in the passport item's anticipations: its
+    BM25 is theirs, halved at weight 0.5, and gone at 0, where only their meaning is searched."""
+    service = make(settings, embedder, llm)
+    try:
+        for said, *_ in TARGETS:
+            say(service, said)
+        passport = TARGETS[2][1]
+
+        def lexical(weight: float) -> float:
+            settings.anticipation_terms_weight = weight
+            hits = service.search(SearchRequest(user_id="ines", query="a trip outside Schengen", limit=10)).hits
+            return next(h.sparse_score for h in hits if h.text == passport)
+        full, half, none = lexical(1.0), lexical(0.5), lexical(0.0)
+    finally:
+        service.close()
+    assert full > 0 and half == pytest.approx(full / 2) and none == 0
