@@ -25,7 +25,9 @@ What it measures
 Run
     . .venv/bin/activate
     python scripts/eval_anticipation_locomo.py                  # conv-26, under a minute on 2 cores
+    python scripts/eval_anticipation_locomo.py --conversation conv-30   # the other one with records
     python scripts/eval_anticipation_locomo.py --json out.json
+    DCPM_ANTICIPATION_TERMS_WEIGHT=0.5 python scripts/eval_anticipation_locomo.py   # any DCPM_ setting
 
 Results: scripts/heldout/README.md, "Anticipations on every memory: LoCoMo conv-26".
 """
