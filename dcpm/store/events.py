@@ -44,7 +44,7 @@ def tombstone(session: Session, *, user_id: str, subject_kind: str, subject_ids:
     redacted = redact(session, subject_ids)
     names = dict(zip(subject_ids, subject_ids))
     if subject_kind == ItemKind.RAW:
-        names = rename_subjects(session, subject_ids)
+        names = rename_subjects(session, user_id, subject_ids)
         _clear_turn_references(session, user_id, subject_ids)
     for subject_id in subject_ids:
         record(session, EventAction.DELETED, user_id=user_id, subject_kind=subject_kind,
@@ -52,15 +52,16 @@ def tombstone(session: Session, *, user_id: str, subject_kind: str, subject_ids:
     return redacted
 
 
-def rename_subjects(session: Session, subject_ids: Sequence[str]) -> dict[str, str]:
-    """Move each subject's events to a fresh random id: they stay together, as a deleted user's
-    stay together under one pseudonym, but nothing links them to the old id any more."""
+def rename_subjects(session: Session, user_id: str, subject_ids: Sequence[str]) -> dict[str, str]:
+    """Move each subject's events (this user's) to a fresh random id: they stay together, as a
+    deleted user's stay together under one pseudonym, but nothing links them to the old id."""
     names = {subject_id: str(uuid.uuid4()) for subject_id in dict.fromkeys(subject_ids)}
     if names:
         session.flush()  # the update below runs on the connection, past the session's pending rows
         table = Event.__table__
         session.connection().execute(
-            update(table).where(table.c.subject_id == bindparam("old")).values(subject_id=bindparam("new")),
+            update(table).where(table.c.subject_id == bindparam("old"), table.c.user_id == user_id)
+            .values(subject_id=bindparam("new")),
             [{"old": old, "new": new} for old, new in names.items()])
     return names
 
@@ -88,7 +89,7 @@ def forget_user(session: Session, user_id: str) -> int:
     with a fresh pseudonym and drop the request ids, so the log keeps its shape (one deleted
     user's events stay together) but no row names the user or ties into a later restore."""
     pseudonym = f"deleted-user-{uuid.uuid4().hex}"
-    rename_subjects(session, list(session.scalars(
+    rename_subjects(session, user_id, list(session.scalars(
         select(Event.subject_id).where(Event.user_id == user_id, Event.subject_kind == ItemKind.RAW).distinct())))
     result = session.execute(update(Event).where(Event.user_id == user_id)
                              .values(detail=TOMBSTONE, user_id=pseudonym, request_id=None))

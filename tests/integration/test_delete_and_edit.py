@@ -12,6 +12,7 @@ from dcpm.errors import Conflict, Invalid, NotFound
 from dcpm.index import Scope, projection
 from dcpm.index.base import DENSE
 from dcpm.server.app import create_app
+from dcpm.store.items import update_text
 from dcpm.store.models import Event, Item, ItemRevision, Node, RawInput, User
 
 from .scenarios import ana_drinks_chain
@@ -71,11 +72,17 @@ def test_deleting_a_turn_keeps_the_facts_drawn_from_it(service):
     added = service.add_memory(AddMemoryRequest(user_id="ana", text="I keep bees on my allotment", infer=False))
     raw_id = added.raw_ids[0]
     with service.db.session() as session:
-        fact = session.get(Item, ana_drinks_chain(service)[0].id)
+        fact = session.get(Item, ana_drinks_chain(service)[-1].id)
         fact.source_raw_id = raw_id
+        update_text(session, fact, "Ana now only drinks green tea, with honey", raw_id=raw_id)
     service.delete_memory(raw_id)
     with service.db.session() as session:
         assert session.get(RawInput, raw_id) is None and session.get(Item, fact.id).source_raw_id is None
+        assert [r.raw_id for r in session.scalars(select(ItemRevision))] == [None]
+        # the turn's id may be derived from its text (dcpm import): no event keeps it
+        assert [e.action for e in session.scalars(select(Event)) if raw_id in (e.subject_id, e.detail.get("raw_id"))
+                ] == []
+    assert [e.action for e in service.events("ana")].count("deleted") == 1
     assert not service.index.existing([raw_id])
 
 
