@@ -142,7 +142,7 @@ def _delete_by_id(db: Database, index: VectorIndex, settings: Settings, memory_i
             if not raw_allowed:
                 raise Invalid(f"{memory_id} is a raw turn; only items belong to chains")
             index.delete([found.id])
-            _drop_raw(session, found)
+            _drop_raws(session, user_id, [found])
             result.deleted = [found.id]
         else:
             relinked = _delete_items(session, index, victims(session, found), result)
@@ -173,13 +173,12 @@ def _delete_items(session: Session, index: VectorIndex, victims: Sequence[Item],
     nodes.drop_nodes(session, orphans)
     events.redact(session, orphans)  # no text of theirs stays in the log; `nodes_deleted` reports them
     result.nodes_reinduce = sorted(set(reinduce) - set(orphans))
-    for raw in sources:
-        if session.scalar(select(Item.id).where(Item.source_raw_id == raw.id).limit(1)) is not None:
-            result.raw_kept.append(raw.id)  # another item extracted from the same turn is kept
-            continue
-        index.delete([raw.id])
-        _drop_raw(session, raw)
-        result.raw_deleted.append(raw.id)
+    kept = set(session.scalars(select(Item.source_raw_id).where(Item.source_raw_id.in_([r.id for r in sources]))))
+    result.raw_kept += [r.id for r in sources if r.id in kept]  # another item drawn from the turn is kept
+    dropped = [r for r in sources if r.id not in kept]
+    index.delete([r.id for r in dropped])
+    _drop_raws(session, result.user_id, dropped)
+    result.raw_deleted += [r.id for r in dropped]
     result.deleted += sorted(victim_ids)
     result.relinked += [c.id for c in changes]
     result.nodes_deleted += orphans
@@ -231,19 +230,20 @@ def delete_session(db: Database, index: VectorIndex, settings: Settings, user_id
         gone = set(result.raw_deleted)
         remaining = [r for r in raws if r.id not in gone]
         index.delete([r.id for r in remaining])
-        for raw in remaining:
-            _drop_raw(session, raw)
+        _drop_raws(session, user_id, remaining)
         result.raw_deleted += [r.id for r in remaining]
     result.came_back = _after_delete(db, index, relinked, result.deleted + result.raw_deleted + result.nodes_deleted,
                                      compact)
     return result
 
 
-def _drop_raw(session: Session, raw: RawInput) -> None:
-    """A turn goes; facts extracted from it stay (they are beliefs of their own) but lose the link."""
-    items.forget_turn(session, raw.id)
-    events.tombstone(session, user_id=raw.user_id, subject_kind=ItemKind.RAW, subject_ids=[raw.id])
-    session.delete(raw)
+def _drop_raws(session: Session, user_id: str, raws: Sequence[RawInput]) -> None:
+    """One user's turns go, at once; facts extracted from them stay (beliefs of their own) but lose the link."""
+    ids = [r.id for r in raws]
+    items.forget_turns(session, ids)
+    events.tombstone(session, user_id=user_id, subject_kind=ItemKind.RAW, subject_ids=ids)
+    for raw in raws:
+        session.delete(raw)
 
 
 def _apply_relinks(session: Session, victims: Sequence[Item], changes: Sequence[Relink]) -> None:

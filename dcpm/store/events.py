@@ -28,6 +28,7 @@ from dcpm.domain import EventAction, ItemKind, Op
 from dcpm.store.models import Event
 
 TOMBSTONE = {"deleted": True}
+MENTIONS_PER_QUERY = 100  # deleted turns looked for in other events' detail per scan (an OR of LIKEs)
 
 
 def record(session: Session, action: EventAction, *, user_id: str, subject_kind: str, subject_id: str,
@@ -42,7 +43,7 @@ def tombstone(session: Session, *, user_id: str, subject_kind: str, subject_ids:
     each, so the log keeps that something was removed but nothing of what it said. Turns' events
     move to fresh ids (their ids may be derived from their text) and no event names them after."""
     redacted = redact(session, subject_ids)
-    names = dict(zip(subject_ids, subject_ids))
+    names = {subject_id: subject_id for subject_id in subject_ids}
     if subject_kind == ItemKind.RAW:
         names = rename_subjects(session, user_id, subject_ids)
         _clear_turn_references(session, user_id, subject_ids)
@@ -70,10 +71,13 @@ def _clear_turn_references(session: Session, user_id: str, raw_ids: Sequence[str
     """Other subjects' events (an item created or updated from the turn) keep their text, since
     the item lives on, but lose the deleted turn's id."""
     gone = set(raw_ids)
-    mentions = or_(*[cast(Event.detail, String).contains(raw_id) for raw_id in gone])
-    for event in session.scalars(select(Event).where(Event.user_id == user_id, mentions)):
-        if event.detail.get("raw_id") in gone:
-            event.detail = {**event.detail, "raw_id": None}
+    ordered = sorted(gone)
+    for start in range(0, len(ordered), MENTIONS_PER_QUERY):
+        mentions = or_(*[cast(Event.detail, String).contains(raw_id)
+                         for raw_id in ordered[start:start + MENTIONS_PER_QUERY]])
+        for event in session.scalars(select(Event).where(Event.user_id == user_id, mentions)):
+            if event.detail.get("raw_id") in gone:
+                event.detail = {**event.detail, "raw_id": None}
 
 
 def redact(session: Session, subject_ids: Sequence[str]) -> int:

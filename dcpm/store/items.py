@@ -144,11 +144,13 @@ def update_text(session: Session, item: Item, text: str, *, raw_id: str | None =
     return item
 
 
-def forget_turn(session: Session, raw_id: str) -> None:
-    """A turn is being deleted: the items drawn from it stay (they are beliefs of their own) and
-    so do their revisions, but neither names the turn any more."""
-    session.execute(update(Item).where(Item.source_raw_id == raw_id).values(source_raw_id=None))
-    session.execute(update(ItemRevision).where(ItemRevision.raw_id == raw_id).values(raw_id=None))
+def forget_turns(session: Session, raw_ids: Sequence[str]) -> None:
+    """Turns are being deleted: the items drawn from them stay (they are beliefs of their own) and
+    so do their revisions, but neither names the turns any more."""
+    if not raw_ids:
+        return
+    session.execute(update(Item).where(Item.source_raw_id.in_(raw_ids)).values(source_raw_id=None))
+    session.execute(update(ItemRevision).where(ItemRevision.raw_id.in_(raw_ids)).values(raw_id=None))
 
 
 def _write_if(session: Session, item: Item, condition: Any, conflict: str, **values: Any) -> None:

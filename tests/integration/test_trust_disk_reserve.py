@@ -54,10 +54,10 @@ def test_a_delete_whose_commit_fails_gives_the_kept_rows_their_vectors_back(serv
     service.import_turns("ana", list(ANA_TURNS))
     greyhound = raw_ids(service)[ANA_TURNS[0].text]
 
-    def disk_fills_before_the_commit(session, raw):
+    def disk_fills_before_the_commit(session, user_id, raws):
         raise StorageFull("the disk under the data directory is full; the write was rolled back")
 
-    monkeypatch.setattr(admin_delete, "_drop_raw", disk_fills_before_the_commit)
+    monkeypatch.setattr(admin_delete, "_drop_raws", disk_fills_before_the_commit)
     with pytest.raises(StorageFull, match="rolled back"):
         service.delete_memory(greyhound)  # its vector went before the failed commit
     assert greyhound in raw_ids(service).values()
