@@ -31,6 +31,7 @@ Run
     python scripts/bench_search.py --sizes 2000 --queries 50 --json bench.json
     python scripts/bench_search.py --sizes 10000 --anticipations 1   # every memory with anticipations
     python scripts/bench_search.py --sizes 100000 --anticipations 1 --warm-pass   # and the same queries again
+    python scripts/bench_search.py --sizes 20000 --anticipations 1 --after-write  # each search after a write
 """
 
 from __future__ import annotations
@@ -80,6 +81,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warm-pass", action="store_true",
                    help="time the frozen search a second time over the same queries (the first pass is the "
                         "first touch of each query's postings in a freshly optimized shard)")
+    p.add_argument("--after-write", action="store_true",
+                   help="time the frozen search once more, each query right after the target user wrote a turn "
+                        "(as in a chat, where every search follows the user's own add_memory)")
     p.add_argument("--json", type=Path, default=None, metavar="OUT", help="write the numbers as JSON")
     return p.parse_args(argv)
 
@@ -189,7 +193,8 @@ def percentiles(values: list[float]) -> dict[str, float]:
     return {"p50": float(np.percentile(ms, 50)), "p95": float(np.percentile(ms, 95)), "mean": float(ms.mean())}
 
 
-def bench_queries(svc, questions: list[str], count: int) -> dict[str, Any]:
+def bench_queries(svc, questions: list[str], count: int, before: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """`before(i)`, when given, runs untimed right before the i-th full search."""
     from dcpm.api.models import SearchRequest
     from dcpm.index import Scope
     from dcpm.index.base import DENSE
@@ -200,7 +205,7 @@ def bench_queries(svc, questions: list[str], count: int) -> dict[str, Any]:
         svc.search(SearchRequest(user_id="target", query=q, limit=10))
     full, bare, encode, parts = [], [], [], defaultdict(list)
     vectors = [svc.query_encoder.encode_query(q).dense for q in queries]
-    for query, vector in tqdm(list(zip(queries, vectors)), desc="queries", unit="q"):
+    for i, (query, vector) in enumerate(tqdm(list(zip(queries, vectors)), desc="queries", unit="q")):
         t0 = time.perf_counter()
         svc.query_encoder.encode_query(query)
         encode.append(time.perf_counter() - t0)
@@ -209,6 +214,8 @@ def bench_queries(svc, questions: list[str], count: int) -> dict[str, Any]:
         svc.index.query(DENSE, vector, scope, 10)
         bare.append(time.perf_counter() - t0)
 
+        if before is not None:
+            before(i)
         with timed_methods(svc.query_encoder, ["encode_query"]) as enc_t, \
                 timed_methods(svc.index, ["query", "dense_scores"], key=lambda name, *a: f"{name}:{a[0]}"
                               if name == "query" else name) as idx_t:
@@ -255,6 +262,10 @@ def run_size(n: int, args: argparse.Namespace, parent: Path, corpus, questions) 
         points = {"total": svc.index.count(), "target": svc.index.count("target")}
         queries = bench_queries(svc, questions, args.queries)
         warm = {"search_warm": bench_queries(svc, questions, args.queries)} if args.warm_pass else {}
+        if args.after_write:
+            fresh = make_turns("target", args.queries, n, corpus)  # turns the target has not said yet
+            warm["search_after_write"] = bench_queries(
+                svc, questions, args.queries, before=lambda i: svc.import_turns("target", [fresh[i]]))
         associative = bench_adapter(svc, args.adapter, questions, args.queries)
     finally:
         svc.close()
@@ -314,6 +325,12 @@ def print_summary(results: list[dict[str, Any]]) -> None:
         for part in ("ann_sparse", "ann_anticipation", "fusion_hydrate"):
             row(f"  {part} p95, first pass / again", lambda r, p=part: "{:.2f} / {:.2f}".format(
                 r["search"]["breakdown"][p]["p95"], r["search_warm"]["breakdown"][p]["p95"]))
+    if all("search_after_write" in r for r in results):
+        row("full search, each after a write of the user p50 / p95", lambda r: "{p50:.2f} / {p95:.2f}".format(
+            **r["search_after_write"]["full"]))
+        row("  its ann_sparse + ann_anticipation p50", lambda r: "{:.2f}".format(
+            r["search_after_write"]["breakdown"]["ann_sparse"]["p50"]
+            + r["search_after_write"]["breakdown"]["ann_anticipation"]["p50"]))
     if all("search_adapter" in r for r in results):
         table.add_section()
         row("full search, merged adapter p50 / p95",

@@ -58,7 +58,7 @@ class EdgeIndex:
         self.settings = settings
         self.marker = Path(settings.data_dir) / PURGE_MARKER
         self.idf_per_user = user_idf.per_user(None, sparse_uses_idf)  # _check_meta: an older shard may not
-        self._frequencies = user_idf.Frequencies(self.count, self._holding)
+        self._frequencies = user_idf.Frequencies(self.count, self._holding, self._terms_of, refresh_seconds=None)
         self._write_lock = threading.Lock()
         self._gate = SharedLock()
         finish_swap(self.path)
@@ -133,7 +133,8 @@ class EdgeIndex:
                      user_idf.with_terms(p.payload, p.sparse) if self.idf_per_user else p.payload)
             for p in points
         ]
-        with self._write_lock:
+        owned = [(p.payload.get("user_id", ""), p.sparse.indices) for p in points]
+        with self._write_lock, self._frequencies.writing([p.id for p in points], owned):
             try:
                 self._shard.update(qe.UpdateOperation.upsert_points(edge_points))
             except Exception as exc:  # the binding raises plain exceptions; only disk-full is ours to name
@@ -142,14 +143,12 @@ class EdgeIndex:
                                       "(the rows are kept and indexed at the next start)") from exc
                 raise
             self._changed()
-        self._frequencies.forget({p.payload.get("user_id") for p in points})
 
     def delete(self, ids: Sequence[str]) -> None:
         if ids:
-            with self._write_lock:
+            with self._write_lock, self._frequencies.writing(ids, []):
                 self._changed(deleted=True)  # before the delete: a crash in it leaves the marker
                 self._shard.update(qe.UpdateOperation.delete_points(list(ids)))
-            self._frequencies.forget()
 
     def set_payload(self, ids: Sequence[str], payload: dict[str, Any]) -> None:
         if ids:
@@ -215,6 +214,11 @@ class EdgeIndex:
         flt = qe.Filter(must=[match("user_id", user_id)]) if user_id else None
         with self._gate.shared():
             return int(self._shard.count(qe.CountRequest(filter=flt, exact=True)))
+
+    def _terms_of(self, ids: Sequence[str]) -> list[user_idf.Owned]:
+        with self._gate.shared():
+            records = self._shard.retrieve(list(ids), with_payload=["user_id", user_idf.TERMS], with_vector=False)
+        return [(r.payload.get("user_id", ""), r.payload.get(user_idf.TERMS, ())) for r in records]
 
     def _holding(self, user_id: str, term: int) -> int:
         flt = qe.Filter(must=[match("user_id", user_id), match(user_idf.TERMS, term)])

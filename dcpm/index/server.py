@@ -106,7 +106,7 @@ class QdrantServerIndex:
         self.dim = dim
         self.sparse_uses_idf = sparse_uses_idf
         self.idf_per_user = user_idf.per_user(None, sparse_uses_idf)  # _check_identity: an older one may not
-        self._frequencies = user_idf.Frequencies(self.count, self._holding)
+        self._frequencies = user_idf.Frequencies(self.count, self._holding, self._terms_of)
         self._client = _client(settings)
         try:
             if not self._client.collection_exists(self.collection):
@@ -156,18 +156,24 @@ class QdrantServerIndex:
     def upsert(self, points: Sequence[IndexPoint]) -> None:
         if not points:
             return
-        self._client.upsert(self.collection, points=[
-            qm.PointStruct(id=p.id, vector={DENSE: p.dense.tolist(),
-                                            SPARSE: qm.SparseVector(indices=p.sparse.indices, values=p.sparse.values)},
-                           payload=user_idf.with_terms(p.payload, p.sparse) if self.idf_per_user else p.payload)
-            for p in points
-        ], wait=True)
-        self._frequencies.forget({p.payload.get("user_id") for p in points})
+        owned = [(p.payload.get("user_id", ""), p.sparse.indices) for p in points]
+        with self._frequencies.writing([p.id for p in points], owned):
+            self._client.upsert(self.collection, points=[
+                qm.PointStruct(id=p.id, vector={DENSE: p.dense.tolist(), SPARSE: qm.SparseVector(
+                    indices=p.sparse.indices, values=p.sparse.values)},
+                               payload=user_idf.with_terms(p.payload, p.sparse) if self.idf_per_user else p.payload)
+                for p in points
+            ], wait=True)
 
     def delete(self, ids: Sequence[str]) -> None:
         if ids:
-            self._client.delete(self.collection, points_selector=qm.PointIdsList(points=list(ids)), wait=True)
-            self._frequencies.forget()
+            with self._frequencies.writing(ids, []):
+                self._client.delete(self.collection, points_selector=qm.PointIdsList(points=list(ids)), wait=True)
+
+    def _terms_of(self, ids: Sequence[str]) -> list[user_idf.Owned]:
+        records = self._client.retrieve(self.collection, ids=list(ids), with_vectors=False,
+                                        with_payload=["user_id", user_idf.TERMS])
+        return [((r.payload or {}).get("user_id", ""), (r.payload or {}).get(user_idf.TERMS, ())) for r in records]
 
     def set_payload(self, ids: Sequence[str], payload: dict[str, Any]) -> None:
         if ids:

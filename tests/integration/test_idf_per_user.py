@@ -93,3 +93,36 @@ def test_a_model_with_its_own_lexical_weights_never_gets_an_idf(backend, tmp_pat
         assert replaced.idf_per_user is False
     finally:
         replaced.close()
+
+
+@pytest.mark.parametrize("backend", ["edge", "qdrant-local"])
+def test_a_users_own_writes_keep_their_scores_exact_without_counting_their_words_again(backend, tmp_path, embedder,
+                                                                                      request):
+    """In a chat every search follows a write of the same user. The counts behind the IDF follow
+    this process's writes (a new turn, a turn deleted, every point written again by reindex), so
+    the search after one reads no count from the index and scores exactly what a fresh count gives."""
+    svc = MemoryService(backend_settings(backend, tmp_path / "data", request), embedder=embedder)
+    frequencies = svc.index.inner._frequencies
+    counted: list[int] = []
+    holding = frequencies._holding
+    frequencies._holding = lambda user_id, term: counted.append(term) or holding(user_id, term)
+    try:
+        svc.import_turns("ana", list(ANA_TURNS) + ANA_AUNT)
+        lexical_scores(svc)
+
+        def after(write) -> None:
+            write()
+            counted.clear()
+            kept = lexical_scores(svc)
+            assert counted == [], "the search after a write counted its words again"
+            frequencies.forget()
+            assert lexical_scores(svc) == pytest.approx(kept), "the counts kept drifted from the index"
+
+        after(lambda: svc.import_turns("ana", [Turn(text="Booked the oncology follow-up for my aunt in May",
+                                                    speaker="Ana", timestamp=at(2025, 3, 9))]))
+        after(lambda: svc.import_turns("bob", BOB_ONCOLOGY))
+        oncology = [m for m in svc.list_memories("ana", kind="raw", limit=100).items if "oncology" in m.text]
+        after(lambda: svc.delete_memory(oncology[0].id))
+        after(lambda: svc.reindex())
+    finally:
+        svc.close()
