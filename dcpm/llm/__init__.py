@@ -4,6 +4,6 @@ the prompts, each a template with the Pydantic model of its answer (`prompts/`),
 bounded to the columns they go into (`answers`), and the context budget prompts are cut to
 (`budget`)."""
 
-from dcpm.llm.client import LLMClient, LLMFailure, LLMUnreachable, ToolCall, Usage, reachability
+from dcpm.llm.client import LLMClient, LLMFailure, LLMRateLimited, LLMUnreachable, ToolCall, Usage, reachability
 
-__all__ = ["LLMClient", "LLMFailure", "LLMUnreachable", "ToolCall", "Usage", "reachability"]
+__all__ = ["LLMClient", "LLMFailure", "LLMRateLimited", "LLMUnreachable", "ToolCall", "Usage", "reachability"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
-from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from dcpm.config import Settings
 from dcpm.errors import Unavailable
@@ -30,6 +30,7 @@ Answer = TypeVar("Answer", bound=BaseModel)
 MODES = ("json_schema", "json_object", "prompt")
 _REFUSED_FORMAT = re.compile(r"json_schema|json_object|response_format|Input should be", re.IGNORECASE)
 _ERROR_CODE = re.compile(r"[\w.\-]{1,64}")  # e.g. context_length_exceeded
+MAX_WAIT_SECONDS = 30  # the longest pause between two tries of one call
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,10 @@ class LLMFailure(Unavailable):
 
 class LLMUnreachable(LLMFailure):
     """No connection to the endpoint at all: no request's fault, and none is given up for it."""
+
+
+class LLMRateLimited(LLMFailure):
+    """The endpoint refuses every request for now (HTTP 429): no request's fault either."""
 
 
 class _BadAnswer(Exception):
@@ -108,9 +113,11 @@ class LLMClient:
     def _with_retries(self, purpose: str, attempt_once):  # type: ignore[no-untyped-def]
         import openai
 
+        backoff = wait_exponential(multiplier=self.settings.llm_retry_base_seconds, max=MAX_WAIT_SECONDS)
         retrying = Retrying(
-            stop=stop_after_attempt(self.settings.llm_max_retries + 1),
-            wait=wait_exponential(multiplier=self.settings.llm_retry_base_seconds, max=30),
+            # a Retry-After longer than any pause here ends the call: the input waits with the writer's backoff
+            stop=stop_after_attempt(self.settings.llm_max_retries + 1) | _told_to_wait_long,
+            wait=lambda state: max(backoff(state), _retry_after(state.outcome.exception())),
             retry=retry_if_exception_type((openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError,
                                            openai.InternalServerError, openai.APIResponseValidationError,
                                            _BadAnswer)),
@@ -122,7 +129,8 @@ class LLMClient:
                     return attempt_once()
         except RetryError as exc:
             cause = exc.last_attempt.exception()
-            failure = LLMUnreachable if _unreachable(cause) else LLMFailure
+            failure = (LLMUnreachable if _unreachable(cause) else
+                       LLMRateLimited if isinstance(cause, openai.RateLimitError) else LLMFailure)
             raise failure(f"LLM {purpose} failed after {self.settings.llm_max_retries + 1} attempts: "
                           f"{_described(cause)}") from cause
         except openai.APIStatusError as exc:  # 4xx other than a refused format: retrying will not help
@@ -216,6 +224,26 @@ def _unreachable(cause: BaseException | None) -> bool:
     import openai
 
     return isinstance(cause, openai.APIConnectionError) and not isinstance(cause, openai.APITimeoutError)
+
+
+def _retry_after(cause: BaseException | None) -> float:
+    """The seconds a rate-limited endpoint asks to wait (`retry-after-ms` or `retry-after` in
+    seconds, as OpenAI and vLLM send them); 0 when it names none."""
+    import openai
+
+    if not isinstance(cause, openai.RateLimitError):
+        return 0.0
+    headers = cause.response.headers
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        try:
+            return max(0.0, float(headers.get(name, "")) * scale)
+        except ValueError:
+            continue
+    return 0.0
+
+
+def _told_to_wait_long(state: RetryCallState) -> bool:
+    return state.outcome is not None and _retry_after(state.outcome.exception()) > MAX_WAIT_SECONDS
 
 
 def _described(cause: BaseException | None) -> str:

@@ -1,6 +1,6 @@
 """A local OpenAI-compatible chat server for tests: real HTTP, scripted answers, and faults on
-purpose (HTTP 500, slow answers past the client's timeout, broken JSON, llama.cpp's refusal of
-`json_schema`). The writer talks to it through the real `openai` client."""
+purpose (HTTP 500, HTTP 429 with a Retry-After, slow answers past the client's timeout, broken
+JSON, llama.cpp's refusal of `json_schema`). The writer talks to it through the real `openai` client."""
 
 from __future__ import annotations
 
@@ -49,7 +49,8 @@ class ScriptedLLM:
     induce: Induction = lambda prompt: []  # noqa: E731
     behaviour: Callable[[str], str] = lambda prompt: "does things the same careful way every time"  # noqa: E731
     core_schema: Callable[[str], str] = lambda prompt: "plans ahead and sticks to the plan"  # noqa: E731
-    faults: deque = field(default_factory=deque)  # consumed one per request: "500", "slow", "garbage", ...
+    faults: deque = field(default_factory=deque)  # consumed one per request: "500", "429", "slow", "garbage", ...
+    retry_after: str | None = None  # the Retry-After header of a "429"
     refuse_json_schema: bool = False  # behave like llama.cpp's server
     slow_seconds: float = 3.0
     calls: list[dict] = field(default_factory=list)
@@ -64,6 +65,8 @@ class ScriptedLLM:
             return 500, {"error": {"message": "Input should be 'text' or 'json_object'", "code": 500}}
         if fault == "500":
             return 500, {"error": {"message": "scripted failure"}}
+        if fault == "429":
+            return 429, {"error": {"message": "Rate limit reached", "code": "rate_limit_exceeded"}}
         if fault == "slow":
             time.sleep(self.slow_seconds)
         system = body["messages"][0]["content"]
@@ -128,6 +131,8 @@ class LLMServer:
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
+                if status == 429 and server.script.retry_after is not None:
+                    self.send_header("retry-after", server.script.retry_after)
                 self.end_headers()
                 try:
                     self.wfile.write(data)

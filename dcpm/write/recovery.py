@@ -4,8 +4,8 @@ including those left by a crash or a `kill -9` (DCPM 2.2 i: nothing given is eve
 A request that keeps failing is given up after `writer_max_attempts`: its turns become `failed`
 (still stored and searchable, the reason in `error`; `dcpm backfill --retry-failed` tries them
 again) so that the user's later inputs are not held behind it forever. Failures that are no
-request's fault (the LLM endpoint cannot be reached at all, the disk is full) back off the same
-way but spend no attempt: an outage must not fail every pending input.
+request's fault (the LLM endpoint cannot be reached at all or rate-limits every call, the disk is
+full) back off the same way but spend no attempt: an outage must not fail every pending input.
 
 Several daemons on one store all sweep: the user's writer lease decides which of them processes
 a user's input, so input a daemon left when it died (pending, its lease still held) is taken up
@@ -26,7 +26,7 @@ from dcpm.config import Settings
 from dcpm.domain import EventAction, ItemKind, RawStatus
 from dcpm.errors import DcpmError, StorageFull
 from dcpm.index.upkeep import BackgroundLoop
-from dcpm.llm import LLMUnreachable
+from dcpm.llm import LLMRateLimited, LLMUnreachable
 from dcpm.store import events, leases
 from dcpm.store.db import Database
 from dcpm.store.models import RawInput, utcnow
@@ -93,7 +93,7 @@ def record_failure(db: Database, settings: Settings, request_id: str, exc: Excep
     request's fault); give them up as `failed` once `writer_max_attempts` are spent. Returns the
     turns' status. `fence` checks the caller still holds the writer lease."""
     error = failure_reason(exc)
-    counted = not isinstance(exc, (LLMUnreachable, StorageFull))
+    counted = not isinstance(exc, (LLMUnreachable, LLMRateLimited, StorageFull))
     with db.session() as session:
         fence(session)
         rows = list(session.scalars(select(RawInput).where(RawInput.request_id == request_id,

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import socket
 import sqlite3
+import time
+from collections import deque
 from datetime import datetime, timezone
 
 import pytest
@@ -125,6 +127,27 @@ def test_an_unreachable_llm_backs_off_but_gives_up_no_input(settings, embedder):
         assert len(failures_of(svc, raw.id)) == 4
     finally:
         svc.close()
+
+
+def test_a_rate_limited_llm_backs_off_but_gives_up_no_input(writer_service, llm):
+    svc = writer_service
+    svc.settings.writer_max_attempts = 2
+    llm.script.faults = deque(["429"] * 12)  # three calls per try, four tries
+    result = add(svc, "Ana starts at the museum on Monday")
+    for _ in range(3):
+        svc.backfill()
+    raw = raw_row(svc, result.raw_ids[0])
+    assert raw.status == "pending" and raw.attempts == 0 and "HTTP 429" in raw.error
+    assert not llm.script.faults  # every try reached the endpoint
+    svc.backfill()  # the limit is lifted
+    assert svc.get(raw.id).status == "done"
+
+
+def test_a_rate_limited_llm_is_asked_again_no_sooner_than_its_retry_after(writer_service, llm):
+    llm.script.faults, llm.script.retry_after = deque(["429"]), "2"
+    started = time.monotonic()
+    result = add(writer_service, "Ana starts at the museum on Monday")
+    assert result.status == "done" and time.monotonic() - started >= 2
 
 
 def free_port() -> int:
