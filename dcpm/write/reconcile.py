@@ -19,6 +19,10 @@ from dcpm.store.items import ItemContent
 
 log = logging.getLogger("dcpm.reconcile")
 
+# What an UPDATE's merged text may add to the two texts it merges (joining words); a longer one is
+# no merge but a model (or an instruction in the user's turn) writing its own text into an item.
+MERGE_SLACK_CHARS = 200
+
 Extracted = ItemContent  # what extraction yields: an item's content, not yet placed in time or a chain
 
 
@@ -81,7 +85,8 @@ def exact_duplicates(extracted: Sequence[Extracted], candidates: Sequence[Sequen
 def plan(extracted: Sequence[Extracted], candidates: Sequence[Sequence[Candidate]],
          decisions: Sequence[Decision], skip: set[int]) -> list[Planned]:
     """Turn the LLM's decisions into operations, refusing any that point outside the candidates
-    shown for that item (treated as ADD, never a collateral supersession)."""
+    shown for that item, or whose merged text is longer than what it merges (each treated as ADD,
+    never a collateral supersession or rewrite)."""
     by_item: dict[int, Decision] = {}
     for decision in decisions:
         by_item.setdefault(decision.item - 1, decision)
@@ -111,7 +116,11 @@ def plan(extracted: Sequence[Extracted], candidates: Sequence[Sequence[Candidate
         if target.item_id in claimed:
             planned.append(Planned(Op.ADD, index, item.text, reason="target already changed by this request"))
             continue
-        claimed.add(target.item_id)
         text = (decision.text or "").strip() if decision.op == Op.UPDATE else item.text
+        if len(text) > len(target.text) + len(item.text) + MERGE_SLACK_CHARS:
+            log.warning("refused UPDATE of item %d: its merged text is longer than the texts it merges", index + 1)
+            planned.append(Planned(Op.ADD, index, item.text, reason="merged text longer than the texts it merges"))
+            continue
+        claimed.add(target.item_id)
         planned.append(Planned(Op(decision.op), index, text or item.text, target_id=target.item_id))
     return planned

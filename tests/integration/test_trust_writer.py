@@ -168,6 +168,17 @@ def test_labels_nul_characters_and_far_event_times_are_bounded_before_the_insert
     assert 0 < len(item.topic) <= 64 and 0 < len(item.type) <= 64
 
 
+def test_an_update_whose_merged_text_is_over_long_leaves_its_target_as_it_was(writer_service, llm):
+    svc = writer_service
+    leeds = add(svc, "Ana lives in Leeds").operations[-1].id
+    llm.script.reconcile = lambda items: {"decisions": [
+        {"item": 1, "op": "UPDATE", "target": items[0][1][0][0], "text": "Ana lives in Leeds. " * 10_000}]}
+    result = add(svc, "Ana lives in Leeds near Roundhay Park")
+    assert [(o.op, o.text) for o in result.operations if o.op != "RAW"] == [
+        ("ADD", "Ana lives in Leeds near Roundhay Park")]  # the new fact is kept, as by a refused target
+    assert svc.get(leeds).text == "Ana lives in Leeds" and not svc.get(leeds).revisions
+
+
 def within_budget(settings, call: dict) -> bool:
     system, user = (m["content"] for m in call["messages"])
     return estimate_tokens(system) + estimate_tokens(user) <= settings.llm_context_tokens - settings.llm_answer_tokens
