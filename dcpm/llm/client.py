@@ -23,6 +23,7 @@ from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception_ty
 from dcpm.config import Settings
 from dcpm.errors import Unavailable
 from dcpm.llm.answers import decoding_schema
+from dcpm.llm.deadline import event_hooks
 from dcpm.metrics import LLM_CALLS, LLM_TOKENS
 
 log = logging.getLogger("dcpm.llm")
@@ -92,7 +93,8 @@ class LLMClient:
         self.model = settings.llm_model
         self._client = openai.OpenAI(base_url=settings.llm_base_url,
                                      api_key=settings.llm_api_key.get_secret_value() or "not-needed",
-                                     timeout=settings.llm_timeout, max_retries=0)
+                                     timeout=settings.llm_timeout, max_retries=0,
+                                     http_client=openai.DefaultHttpxClient(event_hooks=event_hooks(settings.llm_timeout)))
         self._mode_index = MODES.index(settings.llm_response_format) if settings.llm_response_format in MODES else 0
         self._mode_lock = threading.Lock()
         self._tools_refused = False

@@ -1,6 +1,7 @@
 """A local OpenAI-compatible chat server for tests: real HTTP, scripted answers, and faults on
-purpose (HTTP 500, HTTP 429 with a Retry-After, slow answers past the client's timeout, broken
-JSON, llama.cpp's refusal of `json_schema`). The writer talks to it through the real `openai` client."""
+purpose (HTTP 500, HTTP 429 with a Retry-After, slow answers past the client's timeout, answers
+trickled a byte at a time, broken JSON, llama.cpp's refusal of `json_schema`). The writer talks
+to it through the real `openai` client."""
 
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ class ScriptedLLM:
     induce: Induction = lambda prompt: []  # noqa: E731
     behaviour: Callable[[str], str] = lambda prompt: "does things the same careful way every time"  # noqa: E731
     core_schema: Callable[[str], str] = lambda prompt: "plans ahead and sticks to the plan"  # noqa: E731
-    faults: deque = field(default_factory=deque)  # consumed one per request: "500", "429", "slow", "garbage", ...
+    # consumed one per request: "500", "429", "slow", "trickle" (a byte at a time over slow_seconds), "garbage"
+    faults: deque = field(default_factory=deque)
     retry_after: str | None = None  # the Retry-After header of a "429"
     refuse_json_schema: bool = False  # behave like llama.cpp's server
     slow_seconds: float = 3.0
@@ -92,12 +94,13 @@ class ScriptedLLM:
         if tool_calls is not None:
             message["tool_calls"] = tool_calls
         text = text or ""
-        return 200, {"id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
+        completion = {"id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
                      "model": body.get("model", "scripted"),
                      "choices": [{"index": 0, "finish_reason": "tool_calls" if tool_calls else "stop",
                                   "message": message}],
                      "usage": {"prompt_tokens": len(system + prompt) // 4, "completion_tokens": len(text) // 4,
                                "total_tokens": (len(system + prompt) + len(text)) // 4}}
+        return 200, Trickled(completion, self.slow_seconds) if fault == "trickle" else completion
 
     def purposes(self) -> list[str]:
         return [purpose_of(c["messages"][0]["content"]) for c in self.calls]
@@ -117,6 +120,14 @@ def parse_reconcile_prompt(prompt: str) -> list[tuple[str, list[tuple[str, str]]
     return items
 
 
+@dataclass(frozen=True)
+class Trickled:
+    """An answer sent after `seconds` of whitespace, one byte at a time (JSON allows it in front)."""
+
+    payload: Any
+    seconds: float
+
+
 class LLMServer:
     def __init__(self, script: ScriptedLLM | None = None):
         self.script = script or ScriptedLLM()
@@ -127,7 +138,8 @@ class LLMServer:
                 pass
 
             def _send(self, status: int, payload: Any) -> None:
-                data = json.dumps(payload).encode()
+                padding = b" " * int(payload.seconds * 10) if isinstance(payload, Trickled) else b""
+                data = padding + json.dumps(payload.payload if isinstance(payload, Trickled) else payload).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
@@ -135,7 +147,11 @@ class LLMServer:
                     self.send_header("retry-after", server.script.retry_after)
                 self.end_headers()
                 try:
-                    self.wfile.write(data)
+                    for byte in padding:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(0.1)
+                    self.wfile.write(data[len(padding):])
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 

@@ -92,7 +92,7 @@ def test_supersede_pointing_outside_the_candidates_is_refused(writer_service, ll
     assert leeds.text == "Ana lives in Leeds" and leeds.current
 
 
-@pytest.mark.parametrize("fault", ["500", "slow", "garbage"])
+@pytest.mark.parametrize("fault", ["500", "slow", "trickle", "garbage"])
 def test_llm_failure_loses_nothing_and_recovers(writer_service, llm, fault):
     llm.script.faults = deque([fault] * 3)  # more than the client's retries
     result = add(writer_service, "Ana starts a new job at the museum on Monday")
