@@ -44,7 +44,8 @@ class Induced:
 
 
 class _Resolver:
-    """Maps the handles the agent saw (f1, n1, refs it made) back to ids of this user only."""
+    """Maps the handles the agent saw (f1, n1, refs it made) back to ids of this user only; no
+    other name is taken, not even the id of another memory of the same user."""
 
     def __init__(self, session, user_id: str, cluster: Cluster, node_ids: list[str]):  # type: ignore[no-untyped-def]
         self.session, self.user_id = session, user_id
@@ -56,22 +57,25 @@ class _Resolver:
         handle = handle.strip().strip("[]")
         if handle in self.refs:
             return self.refs[handle]
-        node = self.session.get(Node, self.nodes.get(handle, handle))
+        node = self.session.get(Node, self.nodes[handle]) if handle in self.nodes else None
         if node is None or node.user_id != self.user_id or node.status != NodeStatus.ACTIVE:
             raise ValueError(f"unknown node {handle!r}")
         return node
 
     def items(self, handles: list[str]) -> list[str]:
         """The stored facts behind the handles; a fact of the cluster deleted since triage is
-        left out, any other unknown handle is refused. Raises unless at least one is left."""
+        left out, any other handle is refused, an item id too: only what the agent was shown may
+        become evidence. Raises unless at least one is left."""
         ids = []
         for handle in handles:
             handle = handle.strip().strip("[]")
-            item_id = self.facts.get(handle, handle)
+            if handle not in self.facts:
+                raise ValueError(f"unknown fact {handle!r}")
+            item_id = self.facts[handle]
             item = self.session.get(Item, item_id)
-            if item is None and handle in self.facts:
+            if item is None:
                 continue  # deleted while the agent was thinking
-            if item is None or item.user_id != self.user_id:
+            if item.user_id != self.user_id:
                 raise ValueError(f"unknown fact {handle!r}")
             ids.append(item_id)
         if not ids:

@@ -59,6 +59,22 @@ def test_a_node_is_never_created_without_evidence(svc, llm):
     assert nodes(svc)[0] == [] and any("evidence" in e for e in report.errors)
 
 
+def test_the_agent_cannot_cite_a_memory_of_the_user_it_was_not_shown(svc, llm):
+    running, baking = remember(svc, RUNNING, "fitness"), remember(svc, BAKING, "food")
+
+    def agent(prompt: str):  # cites, in the running cluster, a baking fact by its id (as an injected text might)
+        calls = habit_agent(prompt)
+        if "running" in prompt:
+            calls[0][1]["evidence"] = [*calls[0][1]["evidence"], baking[0]]
+        return calls
+
+    llm.script.induce = agent
+    report = consolidate(svc)
+    _, evidence = nodes(svc)
+    assert not any(baking[0] in shown and set(running) & shown for shown in evidence.values())
+    assert any("unknown fact" in e for e in report.errors)
+
+
 def test_items_deleted_while_triage_runs_do_not_break_the_run(svc, monkeypatch):
     running = remember(svc, RUNNING, "fitness")
     fresh_items = triage_module.fresh_items
