@@ -51,6 +51,11 @@ ANTICIPATE = """- anticipations: 3 to 6 later situations in which the assistant 
 """
 
 
+# Items one answer may add: a request of a few turns yields a handful; a model run wild (or told to
+# by the turn) could otherwise turn one message into thousands of memories and reconcile prompts.
+MAX_EXTRACTED_ITEMS = 100
+
+
 def _at_most_six(value: Any) -> Any:
     """More anticipations than the store keeps are cut, not refused (no retry for a keen model)."""
     return value[:MAX_ANTICIPATIONS] if isinstance(value, list) else value
@@ -66,8 +71,13 @@ class ExtractedItem(BaseModel):
     anticipations: Annotated[list[Text], BeforeValidator(_at_most_six)] = Field(default_factory=list)
 
 
+def _at_most_max_items(value: Any) -> Any:
+    """Items past MAX_EXTRACTED_ITEMS are cut, not refused: a retry would most likely say the same."""
+    return value[:MAX_EXTRACTED_ITEMS] if isinstance(value, list) else value
+
+
 class ExtractionAnswer(BaseModel):
-    items: list[ExtractedItem] = Field(default_factory=list)
+    items: Annotated[list[ExtractedItem], BeforeValidator(_at_most_max_items)] = Field(default_factory=list)
     summary: Text | None = Field(None, max_length=2000)
 
 
