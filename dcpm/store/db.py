@@ -55,18 +55,31 @@ def alembic_config(engine: Engine) -> Config:
 
 
 def upgrade(engine: Engine) -> str | None:
-    """Apply every pending migration; returns the revision the database is at afterwards."""
+    """Apply every pending migration; returns the revision the database is at afterwards. A store
+    this dcpm cannot read (no database at all, or a schema a newer dcpm wrote) is Unavailable,
+    and left as it is."""
     head = head_revision()
-    if head is not None and stamped_revisions(engine) == [head]:
+    stamped = stamped_revisions(engine)
+    if head is not None and stamped == [head]:
         return head  # nothing to apply: one SELECT instead of loading Alembic and its scripts
     # Alembic 1.17+ logs one INFO line per built-in plugin it sets up on import; the migrations' own lines stay.
     logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
     from alembic import command
+    from alembic.util import CommandError
 
     config = alembic_config(engine)
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "head")
+    try:
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+    except CommandError:  # a revision none of this dcpm's migrations names
+        raise Unavailable(f"the store is at schema revision {', '.join(stamped) or '?'}, which this dcpm does not "
+                          "know: a newer dcpm wrote it; run that dcpm (or a newer one), or restore a backup") from None
+    except DBAPIError as exc:
+        if "file is not a database" not in str(exc.orig):
+            raise
+        raise Unavailable(f"{engine.url.database} is not a SQLite database; set the data directory (DCPM_DATA_DIR) "
+                          "or DCPM_DATABASE_URL to dcpm's store") from None
     return current_revision(engine)
 
 

@@ -87,3 +87,26 @@ def test_an_import_stopped_with_ctrl_c_says_how_far_it_got_and_a_rerun_finishes_
 def test_a_settings_path_that_is_a_directory_is_named_as_one(tmp_path):
     assert "is a directory, not a settings file" in refused(tmp_path / "data", "--config", str(tmp_path), "users")
     assert "no such settings file" in refused(tmp_path / "data", "--config", str(tmp_path / "none.toml"), "users")
+
+
+def test_a_store_written_by_a_newer_dcpm_is_refused_in_one_line_and_left_as_it_is(tmp_path):
+    import sqlite3
+
+    data_dir = tmp_path / "data"
+    run_cli(data_dir, "users")
+    with sqlite3.connect(data_dir / "dcpm.db") as db:
+        db.execute("UPDATE alembic_version SET version_num = '9999'")
+    for command in (["users"], ["db", "upgrade"]):
+        message = refused(data_dir, *command, code=6)
+        assert "schema revision 9999" in message and "newer dcpm" in message, message
+    with sqlite3.connect(data_dir / "dcpm.db") as db:
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [("9999",)]
+
+
+def test_a_store_file_that_is_no_database_is_refused_in_one_line_and_left_as_it_is(tmp_path):
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    (data_dir / "dcpm.db").write_text("shopping list: tea, bread\n")
+    message = refused(data_dir, "users", code=6)
+    assert f"{data_dir / 'dcpm.db'} is not a SQLite database" in message, message
+    assert (data_dir / "dcpm.db").read_text() == "shopping list: tea, bread\n"
