@@ -35,7 +35,7 @@ from dcpm.index import user_idf
 from dcpm.index.base import DENSE, SPARSE, Hit, IndexPoint, PendingPurge, Scope, SharedLock, needs_acorn
 from dcpm.index.edge_filter import match, scope_filter
 from dcpm.index.edge_swap import finish_swap, remove_shard, room_for_a_copy, sibling
-from dcpm.index.identity import IndexIdentity
+from dcpm.index.identity import IndexIdentity, read_record
 
 log = logging.getLogger("dcpm.index")
 SHARD_DIR = "vectors"
@@ -81,7 +81,7 @@ class EdgeIndex:
         """dcpm.index.identity; a new shard's record is written when `_open` creates it."""
         if not (self.meta_path.exists() and self.path.exists()):
             return
-        found = json.loads(self.meta_path.read_text())
+        found = read_record(self.meta_path, f"the vector index in {self.path}", replace)
         action = self.identity.settle(f"the vector index in {self.path}", found, replace)
         if action != "replace":
             self.idf_per_user = user_idf.per_user(found, self.sparse_uses_idf, f"the vector index in {self.path}")

@@ -12,8 +12,10 @@ recorded in the fingerprint's first form is judged by that form and gets the ful
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from dcpm.embedding.fingerprint import same_weights
@@ -53,6 +55,22 @@ class IndexIdentity:
         return Conflict(f"{where} was built for another embedder ({_describe(found)}; this one is "
                         f"{_describe(self.record())}); run `dcpm reindex` to rebuild it from the relational "
                         "store with this embedder, or set the embedder it was built with")
+
+
+def read_record(path: Path, where: str, replace: bool) -> dict[str, Any]:
+    """The record at `path` (an index's vectors.json), written whole by its backend. One no JSON
+    object reads from (emptied, edited, another program's) says nothing of the vectors: it is
+    refused as another embedder's index is, and `reindex` (`replace`) rebuilds the index."""
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        found = None
+    if isinstance(found, dict):
+        return found
+    if replace:
+        return {}  # records no embedder: IndexIdentity.settle replaces the index
+    raise Conflict(f"{path} is damaged (not the record dcpm writes of what built {where}); run `dcpm reindex` "
+                   "to rebuild the index from the relational store")
 
 
 def _describe(layout: Mapping[str, Any]) -> str:

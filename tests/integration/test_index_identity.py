@@ -108,3 +108,26 @@ def test_an_index_from_before_the_fingerprint_keeps_serving_and_records_it(backe
         svc.close()
     with pytest.raises(Conflict, match="reindex"):  # and from now on another model is told apart
         MemoryService(settings, embedder=AnotherModel(embedder))
+
+
+@pytest.mark.parametrize("damaged", ["", "{not json", "[384, true]", "\udcff"],
+                         ids=["empty", "broken", "array", "bytes"])
+def test_a_damaged_vectors_json_is_refused_with_the_way_out_and_reindex_rebuilds_the_index(damaged, tmp_path,
+                                                                                          embedder):
+    settings = backend_settings("edge", tmp_path / "data", None)
+    first = MemoryService(settings, embedder=embedder)
+    first.import_turns("ana", list(ANA_TURNS))
+    before = answers(first)
+    first.close()
+    meta = tmp_path / "data" / "vectors.json"
+    meta.write_bytes(damaged.encode("utf-8", "surrogateescape"))
+
+    with pytest.raises(Conflict) as refused:
+        MemoryService(settings, embedder=embedder)
+    assert str(meta) in str(refused.value) and "dcpm reindex" in str(refused.value)
+    rebuilt = MemoryService(settings, embedder=embedder, lazy=True)  # what `dcpm reindex` opens
+    try:
+        assert rebuilt.reindex() == len(ANA_TURNS) and answers(rebuilt) == before
+    finally:
+        rebuilt.close()
+    assert json.loads(meta.read_text())["embedder"] == embedder.fingerprint()
