@@ -60,10 +60,22 @@ def parse_line(raw: str, default_user: str | None) -> ImportLine:
     if not isinstance(metadata, dict):
         raise ValueError("metadata must be an object")
     return ImportLine(str(user_id), Turn(
-        text=text, role=str(record.get("role", "user")), speaker=record.get("speaker") or record.get("name"),
-        session_id=record.get("session_id"), timestamp=when, metadata=metadata,
+        text=text, role=str(record.get("role", "user")), speaker=label(record.get("speaker") or record.get("name"),
+                                                                      "speaker"),
+        session_id=label(record.get("session_id"), "session_id"), timestamp=when, metadata=metadata,
         id=str(record["id"]) if record.get("id") is not None else None,
     ))
+
+
+def label(value: object, what: str) -> str | None:
+    """A line's speaker or session id: text as written, a whole number as its digits (chat exports
+    number their sessions), anything else refused (the store keeps text)."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    kind = {bool: "true or false", float: "a fraction", dict: "an object", list: "an array"}.get(type(value), "no text")
+    raise ValueError(f"{what} must be text, not {kind}")
 
 
 def moment(value: object) -> datetime:

@@ -86,3 +86,18 @@ def test_digits_that_read_as_a_date_stay_a_date():
 def test_a_bool_or_a_number_no_calendar_holds_is_refused(timestamp):
     with pytest.raises(ValueError, match="unreadable timestamp"):
         parse_line('{"user_id": "ana", "text": "hi", "timestamp": %s}' % timestamp, None)
+
+
+@pytest.mark.parametrize("field, value", [("speaker", {"first": "Ana"}), ("speaker", True), ("name", 1.5),
+                                          ("session_id", [1, 2]), ("session_id", False)])
+def test_a_label_that_is_no_text_names_its_line_instead_of_crashing(tmp_path, field, value):
+    path = tmp_path / "history.jsonl"
+    path.write_text(json.dumps({"user_id": "ana", "text": "fine"}) + "\n"
+                    + json.dumps({"user_id": "ana", "text": "tea", field: value}) + "\n")
+    with pytest.raises(Invalid, match=f"line 2: {'speaker' if field == 'name' else field} must be text"):
+        read_file(path, None, Settings(data_dir=tmp_path))
+
+
+def test_a_numeric_session_or_speaker_is_kept_as_its_digits():
+    line = parse_line('{"user_id": "ana", "text": "tea", "session_id": 42, "speaker": 1001}', None)
+    assert (line.turn.session_id, line.turn.speaker) == ("42", "1001")
