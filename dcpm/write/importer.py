@@ -100,7 +100,7 @@ def read_file(path: Path, default_user: str | None, settings: Settings) -> list[
         raise Invalid(f"no such file: {path}")
     lines: list[ImportLine] = []
     errors: list[str] = []
-    with path.open(encoding="utf-8", errors="strict") as handle:
+    with path.open(encoding="utf-8-sig", errors="strict") as handle:  # -sig: a byte order mark (Notepad's) is no text
         try:
             for number, raw in enumerate(handle, 1):
                 if not raw.strip():

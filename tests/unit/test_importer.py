@@ -101,3 +101,12 @@ def test_a_label_that_is_no_text_names_its_line_instead_of_crashing(tmp_path, fi
 def test_a_numeric_session_or_speaker_is_kept_as_its_digits():
     line = parse_line('{"user_id": "ana", "text": "tea", "session_id": 42, "speaker": 1001}', None)
     assert (line.turn.session_id, line.turn.speaker) == ("42", "1001")
+
+
+def test_a_file_saved_with_a_byte_order_mark_and_windows_line_ends_imports(tmp_path):
+    path = tmp_path / "history.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"user_id": "ana", "text": "I drink green tea"}\r\n'
+                     b'{"user_id": "ana", "text": "I live in Lisbon"}\r\n')
+    lines = read_file(path, None, Settings(data_dir=tmp_path))
+    assert [line.turn.text for line in lines] == ["I drink green tea", "I live in Lisbon"]
+
