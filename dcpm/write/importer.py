@@ -9,6 +9,7 @@ scopes them to the user: see dcpm.write.raw.stored_raw_id).
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,6 +24,7 @@ from dcpm.errors import Invalid
 from dcpm.write.raw import check_turns, deterministic_raw_id
 
 MAX_REPORTED_ERRORS = 20
+NOT_UTF8 = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of a byte that is not UTF-8
 
 
 @dataclass
@@ -100,21 +102,22 @@ def read_file(path: Path, default_user: str | None, settings: Settings) -> list[
         raise Invalid(f"no such file: {path}")
     lines: list[ImportLine] = []
     errors: list[str] = []
-    with path.open(encoding="utf-8-sig", errors="strict") as handle:  # -sig: a byte order mark (Notepad's) is no text
-        try:
-            for number, raw in enumerate(handle, 1):
-                if not raw.strip():
-                    continue
-                try:
-                    line = parse_line(raw, default_user)
-                    check_turns([line.turn], settings)
-                    lines.append(line)
-                except ValueError as exc:  # parse_line's, and check_turns' Invalid (an Invalid user id is both)
-                    errors.append(f"line {number}: {exc}")
-                except Invalid as exc:
-                    errors.append(f"line {number}: {exc.message}")
-        except UnicodeDecodeError:
-            raise Invalid(f"{path} is not UTF-8 text") from None
+    # -sig: a byte order mark (Notepad's) is no text; surrogateescape: bytes that are not UTF-8 are
+    # read as lone surrogates (no JSON text holds one unescaped), so the line that has them is named.
+    with path.open(encoding="utf-8-sig", errors="surrogateescape") as handle:
+        for number, raw in enumerate(handle, 1):
+            if not raw.strip():
+                continue
+            try:
+                if not_utf8 := NOT_UTF8.search(raw):
+                    raise ValueError(f"not UTF-8 text (column {not_utf8.start() + 1})")
+                line = parse_line(raw, default_user)
+                check_turns([line.turn], settings)
+                lines.append(line)
+            except ValueError as exc:  # parse_line's, and check_turns' Invalid (an Invalid user id is both)
+                errors.append(f"line {number}: {exc}")
+            except Invalid as exc:
+                errors.append(f"line {number}: {exc.message}")
     if errors:
         shown = "\n".join(errors[:MAX_REPORTED_ERRORS])
         more = f"\n... and {len(errors) - MAX_REPORTED_ERRORS} more" if len(errors) > MAX_REPORTED_ERRORS else ""

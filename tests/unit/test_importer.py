@@ -110,3 +110,10 @@ def test_a_file_saved_with_a_byte_order_mark_and_windows_line_ends_imports(tmp_p
     lines = read_file(path, None, Settings(data_dir=tmp_path))
     assert [line.turn.text for line in lines] == ["I drink green tea", "I live in Lisbon"]
 
+
+def test_a_line_that_is_not_utf8_is_named_with_the_others(tmp_path):
+    path = tmp_path / "history.jsonl"
+    path.write_bytes(b'{"user_id": "ana", "text": "fine"}\n{"user_id": "ana", "text": "caf\xe9"}\n{"user_id": "ana"}\n')
+    with pytest.raises(Invalid, match="2 bad line") as refused:
+        read_file(path, None, Settings(data_dir=tmp_path))
+    assert "line 2: not UTF-8 text" in refused.value.message and "line 3: no text" in refused.value.message
