@@ -56,8 +56,9 @@ def parse_line(raw: str, default_user: str | None) -> ImportLine:
     if timestamp is not None:
         try:
             when = moment(timestamp)
-        except (ValueError, OverflowError):
-            raise ValueError(f"unreadable timestamp {timestamp!r}") from None
+        except (ValueError, OverflowError) as exc:
+            why = f": {exc}" if isinstance(exc, IncompleteDate) else ""
+            raise ValueError(f"unreadable timestamp {timestamp!r}{why}") from None
     metadata = record.get("metadata") or {}
     if not isinstance(metadata, dict):
         raise ValueError("metadata must be an object")
@@ -80,16 +81,27 @@ def label(value: object, what: str) -> str | None:
     raise ValueError(f"{what} must be text, not {kind}")
 
 
+class IncompleteDate(ValueError):
+    """A timestamp that names a date only in part ("March 2024", "10:30", "Tuesday")."""
+
+
 def moment(value: object) -> datetime:
-    """A line's timestamp: text in any common date form, else Unix time in UTC (a number, or text
-    that reads as no date), the rule the HTTP API reads a number with (dcpm.domain.unix_time)."""
+    """A line's timestamp: text in any common date form naming year, month and day, else Unix time
+    in UTC (a number, or text that reads as no date), the rule the HTTP API reads a number with
+    (dcpm.domain.unix_time)."""
     if isinstance(value, str):
         try:
-            when = dateparser.parse(value)
+            # dateutil completes a date from its `default` (today, unless given): with two defaults
+            # apart in year, month and day, a date that names all three reads the same either way.
+            when = dateparser.parse(value, default=datetime(2000, 1, 1))
+            whole = when == dateparser.parse(value, default=datetime(2001, 2, 2))
             as_utc(when)  # the store keeps UTC: 9999-12-31T23:59:59-12:00 has no UTC date
-            return when  # as written: a line's id is derived from it (re-runs must find the same ids)
         except (ValueError, OverflowError):
             pass
+        else:
+            if not whole:  # "2024", "12" too: digits that read as a date are one ("20240101" is)
+                raise IncompleteDate("a date needs its year, month and day (the day of the import is no answer)")
+            return when  # as written: a line's id is derived from it (re-runs must find the same ids)
     if isinstance(value, (int, float, str)):  # a bool is refused by unix_time
         return unix_time(value)
     raise ValueError(f"unreadable timestamp {value!r}")

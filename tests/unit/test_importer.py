@@ -1,5 +1,5 @@
 import json
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -117,3 +117,19 @@ def test_a_line_that_is_not_utf8_is_named_with_the_others(tmp_path):
     with pytest.raises(Invalid, match="2 bad line") as refused:
         read_file(path, None, Settings(data_dir=tmp_path))
     assert "line 2: not UTF-8 text" in refused.value.message and "line 3: no text" in refused.value.message
+
+
+@pytest.mark.parametrize("timestamp", ["March 2024", "8 May", "10:30", "2024", "12", "Tuesday", "May 8 at 1:56 pm"])
+def test_a_date_missing_its_year_month_or_day_is_refused_rather_than_completed_from_today(timestamp):
+    """Filled in from the day of the import, "March 2024" was 2024-03-05 one day and 2024-03-06
+    the next: a wrong date, and a re-run the next day stored every such line again (new ids)."""
+    with pytest.raises(ValueError, match=f"unreadable timestamp '{timestamp}': .*year, month and day"):
+        parse_line(json.dumps({"user_id": "ana", "text": "hi", "timestamp": timestamp}), None)
+
+
+@pytest.mark.parametrize("timestamp, expected", [("8 May 2023", datetime(2023, 5, 8)),
+                                                 ("2024-02-29T10:30:00+01:00",
+                                                  datetime(2024, 2, 29, 10, 30, tzinfo=timezone(timedelta(hours=1))))])
+def test_a_whole_date_is_read_as_written(timestamp, expected):
+    line = parse_line(json.dumps({"user_id": "ana", "text": "hi", "timestamp": timestamp}), None)
+    assert line.turn.timestamp == expected
