@@ -137,6 +137,19 @@ LABEL_CHARS = 64  # items.type and items.topic are String(64)
 INT64_RANGE = (-(1 << 63), (1 << 63) - 1)  # the integers the stores and the vector payloads hold
 MAX_OFFSET = 10**12  # of a listing: past any store, and (times a page) within the database's 64-bit OFFSET
 MAX_EVENTS = 5000  # of a user's event log in one answer
+MAX_PAGE = 1000  # items of a listing in one answer
+
+
+def check_page(limit: int, offset: int) -> None:
+    """A listing's page; the CLI checks it before it asks, so a daemon's refusal reads the same."""
+    if not 1 <= limit <= MAX_PAGE or not 0 <= offset <= MAX_OFFSET:
+        raise Invalid(f"limit must be 1..{MAX_PAGE} and offset 0..{MAX_OFFSET}")
+
+
+def check_event_limit(limit: int) -> None:
+    """How many of a user's events one answer holds; checked as `check_page` is."""
+    if not 1 <= limit <= MAX_EVENTS:
+        raise Invalid(f"limit must be 1..{MAX_EVENTS}")
 
 
 def without_nul(text: str) -> str:

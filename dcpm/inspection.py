@@ -28,7 +28,7 @@ from dcpm.api.models import (
     RevisionOut,
     UserOut,
 )
-from dcpm.domain import ITEM_KINDS, MAX_OFFSET, ItemKind, NodeStatus, RawStatus, as_utc, check_memory_id, check_user_id
+from dcpm.domain import ITEM_KINDS, ItemKind, NodeStatus, RawStatus, as_utc, check_memory_id, check_page, check_user_id
 from dcpm.errors import Conflict, Invalid, NotFound
 from dcpm.index.base import Condition
 from dcpm.index.row_filter import metadata_clause
@@ -64,8 +64,7 @@ def list_memories(db: Database, user_id: str, kind: str | None = None, limit: in
     those items, with kind="items" every item, with kind="raw" every turn. `status` is current or superseded
     for items (a raw status with kind="raw"), `since` compares the time the belief started to hold (or the
     turn was said), `metadata` holds metadata conditions (dcpm.index.row_filter)."""
-    if limit < 1 or limit > 1000 or not 0 <= offset <= MAX_OFFSET:
-        raise Invalid(f"limit must be 1..1000 and offset 0..{MAX_OFFSET}")
+    check_page(limit, offset)
     since = as_utc(since) if since else None
     with db.session() as session:
         require_user(session, user_id)

@@ -17,8 +17,8 @@ from dcpm import inspection, status
 from dcpm.api import models as api
 from dcpm.api.protocol import Memory
 from dcpm.config import Settings
-from dcpm.domain import MAX_EVENTS, Turn, spelled_as_stored
-from dcpm.errors import DcpmError, Invalid, StorageFull
+from dcpm.domain import Turn, check_event_limit, spelled_as_stored
+from dcpm.errors import DcpmError, StorageFull
 from dcpm.parts import Loading, ProcessParts
 from dcpm.store.datadir import DataDirLock, ensure_free_space, running_daemon
 
@@ -71,8 +71,7 @@ class MemoryService(ProcessParts):
         return inspection.users(self.db, only)
 
     def events(self, user_id: str, limit: int = 200) -> list[api.HistoryEvent]:
-        if not 1 <= limit <= MAX_EVENTS:  # the route refuses these too; the CLI without a daemon comes here
-            raise Invalid(f"limit must be 1..{MAX_EVENTS}")
+        check_event_limit(limit)  # the route refuses these too; the CLI without a daemon comes here
         return inspection.user_events(self.db, user_id, limit)
 
     def owner_of(self, memory_id: str) -> str:

@@ -20,6 +20,9 @@ def items(user: str, kind: Annotated[Optional[str], typer.Option(help="raw, fact
           since: Annotated[Optional[datetime], typer.Option(help="Only what started to hold since this date.")] = None,
           limit: int = 50, offset: int = 0, as_json: JsonFlag = False) -> None:
     """List USER's items (or raw inputs with --kind raw)."""
+    from dcpm.domain import check_page
+
+    check_page(limit, offset)  # refused here, in the same words, whether or not a daemon would answer
     with memory() as mem:
         result = mem.list_memories(user, kind=kind, limit=limit, offset=offset, status=status, topic=topic,
                                    since=since)
@@ -111,6 +114,9 @@ def history(memory_id: str, as_json: JsonFlag = False) -> None:
 
 def events(user: str, limit: int = 50, as_json: JsonFlag = False) -> None:
     """USER's event log, newest first."""
+    from dcpm.domain import check_event_limit
+
+    check_event_limit(limit)  # as `items` checks its page
     with memory() as mem:
         result = mem.events(user, limit)
     if as_json:

@@ -110,3 +110,14 @@ def test_a_store_file_that_is_no_database_is_refused_in_one_line_and_left_as_it_
     message = refused(data_dir, "users", code=6)
     assert f"{data_dir / 'dcpm.db'} is not a SQLite database" in message, message
     assert (data_dir / "dcpm.db").read_text() == "shopping list: tea, bread\n"
+
+
+def test_a_page_or_event_limit_out_of_range_is_refused_in_the_same_words_with_a_daemon(tmp_path):
+    from .daemon import Daemon
+
+    data_dir = tmp_path / "data"
+    run_cli(data_dir, "add", "ana", "I live in Lisbon", "--no-infer")
+    cases = [("items", "ana", "--limit", "0"), ("items", "ana", "--offset", "-1"), ("events", "ana", "--limit", "5001")]
+    alone = [refused(data_dir, *case) for case in cases]
+    with Daemon(data_dir):
+        assert [refused(data_dir, *case) for case in cases] == alone
