@@ -132,15 +132,21 @@ def read_export(path: Path) -> tuple[dict[str, Any], Iterator[tuple[str, dict]]]
     return manifest, ((record["type"], record["row"]) for record in map(json.loads, body))
 
 
-def restore_user(db: Database, path: Path) -> dict[str, Any]:
-    """Load an export into this store (in one transaction). The user must not exist here yet."""
+def read_rows(path: Path) -> tuple[dict[str, Any], list[tuple[str, dict]]]:
+    """The manifest and every (type, row) of an export, refused in words that name `path` (the CLI
+    reads the file so before it sends it to a daemon, which knows it only as "the export")."""
     manifest, records = read_export(path)
-    user_id = str(manifest.get("user_id"))
-    check_user_id(user_id)
     try:
-        rows = [(str(name), dict(data)) for name, data in records]
+        return manifest, [(str(name), dict(data)) for name, data in records]
     except (ValueError, TypeError, KeyError):
         raise Invalid(f"{path} has a record that is not a {{type, row}} object") from None
+
+
+def restore_user(db: Database, path: Path) -> dict[str, Any]:
+    """Load an export into this store (in one transaction). The user must not exist here yet."""
+    manifest, rows = read_rows(path)
+    user_id = str(manifest.get("user_id"))
+    check_user_id(user_id)
     check_rows(user_id, rows)
     try:
         with db.session() as session:

@@ -24,7 +24,9 @@ def export_user(user: str, output: Annotated[Optional[Path], typer.Option("--out
 
 def restore(path: Path) -> None:
     """Load an export made by `dcpm export` (into a store that does not have that user yet)."""
-    path = file_to_read(path)
+    from dcpm.admin.export import read_rows
+
+    read_rows(file_to_read(path))  # a file that is no export is refused here, named, whether or not a daemon runs
     with memory() as mem:
         manifest = mem.restore(path)
     out.print(f"restored {manifest['user_id']} ({sum(manifest['counts'].values())} records)")

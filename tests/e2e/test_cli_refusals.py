@@ -121,3 +121,22 @@ def test_a_page_or_event_limit_out_of_range_is_refused_in_the_same_words_with_a_
     alone = [refused(data_dir, *case) for case in cases]
     with Daemon(data_dir):
         assert [refused(data_dir, *case) for case in cases] == alone
+
+
+def test_a_file_that_is_no_export_is_refused_in_the_same_words_naming_it_with_a_daemon(tmp_path):
+    import hashlib
+    import json
+
+    from .daemon import Daemon
+
+    data_dir, photo, notes, odd = tmp_path / "data", tmp_path / "photo.jpg", tmp_path / "notes.txt", tmp_path / "odd"
+    photo.write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\xfe")
+    notes.write_text("buy green tea\n")
+    body = "[1, 2]"  # under a manifest whose checksum holds: a record that is no {type, row} object
+    manifest = {"format": "dcpm-export/1", "user_id": "ana", "sha256": hashlib.sha256(body.encode()).hexdigest()}
+    odd.write_text(json.dumps({"manifest": manifest}) + "\n" + body + "\n")
+    alone = [refused(data_dir, "restore", str(path)) for path in (photo, notes, odd)]
+    assert all(str(path) in message for path, message in zip((photo, notes, odd), alone)), alone
+    with Daemon(data_dir):
+        assert [refused(data_dir, "restore", str(path)) for path in (photo, notes, odd)] == alone
+    assert cli_json(data_dir, "users") == []
