@@ -27,6 +27,7 @@ from dcpm.setting_types import (
     Count,
     Crontab,
     DatabaseUrl,
+    DataDir,
     Fraction,
     NonNegative,
     Port,
@@ -43,7 +44,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="DCPM_", extra="forbid", allow_inf_nan=False)
 
     # Where things live
-    data_dir: Path = Field(default_factory=lambda: Path.home() / ".dcpm")
+    data_dir: DataDir = Field(default_factory=lambda: Path.home() / ".dcpm")
     database_url: DatabaseUrl = ""  # empty: SQLite file in data_dir
     qdrant_url: str = ""  # empty: embedded qdrant-edge shard in data_dir
     qdrant_api_key: SecretStr = SecretStr("")

@@ -1,14 +1,16 @@
 """What a setting's value may be where anything else means nothing (dcpm.config): a weight in
 [0, 1], a count, a port, a crontab expression, a database URL. A value outside is refused when
 the settings are read, so a typo stops every command with its name instead of surfacing later as
-a wrong ranking, an empty search or a daemon that dies at its first night. No setting is NaN or
+a wrong ranking, an empty search, a daemon that dies at its first night, or a store that starts
+afresh in the current directory (an empty data directory). No setting is NaN or
 infinite either (Settings.model_config)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field
 
 DEFAULT_CRON = "0 3 * * *"
 
@@ -57,3 +59,16 @@ def check_database_url(value: str) -> str:
 
 Crontab = Annotated[str, AfterValidator(check_crontab)]
 DatabaseUrl = Annotated[str, AfterValidator(check_database_url)]
+
+
+EMPTY_DATA_DIR = "the data directory is empty: name one, or leave it unset for ~/.dcpm"
+
+
+def check_named(value: Any) -> Any:
+    """DCPM_DATA_DIR=$UNSET read as a path is the current directory: a new, empty store there."""
+    if isinstance(value, str) and not value.strip():
+        raise ValueError(EMPTY_DATA_DIR)
+    return value
+
+
+DataDir = Annotated[Path, BeforeValidator(check_named)]

@@ -29,13 +29,20 @@ db_app = typer.Typer(help="Relational store.", no_args_is_help=True)
 config_app = typer.Typer(help="Settings.", no_args_is_help=True)
 
 
+DataDir = Annotated[str | None, typer.Option(metavar="<path>", help="Data directory (DCPM_DATA_DIR).")]
+
+
 @app.callback()
-def _global(data_dir: Annotated[Path | None, typer.Option(help="Data directory (DCPM_DATA_DIR).")] = None,
+def _global(data_dir: DataDir = None,
             config: Annotated[Path | None, typer.Option(help="TOML settings file (DCPM_CONFIG).")] = None) -> None:
+    if data_dir is not None and not data_dir.strip():  # as a Path, "" would be the current directory
+        from dcpm.setting_types import EMPTY_DATA_DIR
+
+        raise Invalid(f"--data-dir: {EMPTY_DATA_DIR}")
     if config is not None and not config.is_file():
         raise Invalid(f"{config} is a directory, not a settings file (a TOML file)" if config.is_dir()
                       else f"no such settings file: {config}")
-    OVERRIDES.data_dir = data_dir
+    OVERRIDES.data_dir = Path(data_dir) if data_dir is not None else None
     OVERRIDES.config = config
 
 

@@ -140,3 +140,23 @@ def test_a_file_that_is_no_export_is_refused_in_the_same_words_naming_it_with_a_
     with Daemon(data_dir):
         assert [refused(data_dir, "restore", str(path)) for path in (photo, notes, odd)] == alone
     assert cli_json(data_dir, "users") == []
+
+
+def test_an_empty_data_directory_is_refused_rather_than_read_as_the_current_one(tmp_path):
+    """`--data-dir "$DIR"` or `DCPM_DATA_DIR=$DIR` with DIR unset: the store must not silently
+    start afresh in whatever directory the command ran from."""
+    import subprocess
+    import sys
+
+    from .daemon import dcpm_env
+
+    here = tmp_path / "here"
+    here.mkdir()
+    for args, env in ((["--data-dir", "", "users"], dcpm_env(tmp_path / "data")),
+                      (["users"], dcpm_env(tmp_path / "data", DCPM_DATA_DIR=""))):
+        result = subprocess.run([sys.executable, "-m", "dcpm.cli", *args], env=env, cwd=here, capture_output=True,
+                                text=True, timeout=120)
+        assert result.returncode == 2, (result.returncode, result.stderr)
+        assert result.stderr.startswith("error: ") and "data" in result.stderr and "empty" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert list(here.iterdir()) == []
