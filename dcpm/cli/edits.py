@@ -28,6 +28,11 @@ def delete(memory_id: Annotated[Optional[str], typer.Argument(help="An item or r
         raise Invalid("give one of: ID [--chain], --node ID, --user U [--session S]")
     if "" in (memory_id, node, user, session):  # read as missing below, `--session ""` would delete the whole user
         raise Invalid("'' is not an id: it is empty")
+    from dcpm.domain import check_memory_id
+
+    for value, what in ((memory_id, "memory"), (node, "graph node")):  # as `show` refuses them, before asking
+        if value is not None:
+            check_memory_id(value, what)
     what = (f"memory {memory_id}" + (" and its whole chain" if chain else "") if memory_id else
             f"node {node}" if node else f"session {session} of {user}" if session else f"EVERYTHING of user {user}")
     if not yes and not typer.confirm(f"Permanently delete {what}?"):

@@ -160,3 +160,10 @@ def test_an_empty_data_directory_is_refused_rather_than_read_as_the_current_one(
         assert result.stderr.startswith("error: ") and "data" in result.stderr and "empty" in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
         assert list(here.iterdir()) == []
+
+
+def test_delete_refuses_a_malformed_id_as_show_does_before_asking_or_loading_anything(tmp_path):
+    data_dir = tmp_path / "data"
+    assert "'nope' is not a graph node id (a UUID)" in refused(data_dir, "delete", "--node", "nope", "--yes")
+    message = refused(data_dir, "delete", "nope")  # no --yes: refused before the question, not after
+    assert "'nope' is not a memory id (a UUID)" in message and "loading" not in message
