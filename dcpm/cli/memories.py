@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from datetime import datetime
 from pathlib import Path
@@ -90,6 +91,14 @@ def import_file(path: Path,
         done[0] += n
         bar.advance(task, n)
 
+    code = [130]  # Ctrl-C's exit status (128 + SIGINT)
+
+    def terminate(signum: int, _frame: object) -> None:
+        """A SIGTERM (`timeout`, a service manager) stops the import as Ctrl-C does, and says so."""
+        code[0] = 128 + signum
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, terminate)
     try:
         with memory() as mem, progress() as bar:
             task = bar.add_task(f"importing {path.name}", total=len(lines))
@@ -98,7 +107,9 @@ def import_file(path: Path,
     except KeyboardInterrupt:
         err.print(f"interrupted: at least {done[0]} of {len(lines)} turn(s) are stored; run the same command "
                   "again to import the rest (stored turns are skipped)")
-        raise typer.Exit(130) from None
+        raise typer.Exit(code[0]) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     seconds = time.perf_counter() - started
     report = {"read": len(lines), "imported": imported, "skipped": len(lines) - imported,
               "users": sorted({line.user_id for line in lines}), "seconds": round(seconds, 2),

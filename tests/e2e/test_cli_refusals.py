@@ -4,6 +4,10 @@ and what was stored is unchanged."""
 
 from __future__ import annotations
 
+import signal
+
+import pytest
+
 from .daemon import cli_json, run_cli
 
 
@@ -37,11 +41,12 @@ def test_a_refused_value_is_worded_without_pydantics_value_error_prefix(tmp_path
     assert message.strip() == "error: messages.0.content: message content is empty"
 
 
-def test_an_import_stopped_with_ctrl_c_says_how_far_it_got_and_a_rerun_finishes_it(tmp_path):
-    """Ctrl-C (SIGINT) mid-import: exit 130 and one line saying what is stored; the same command
-    again imports the rest and skips what the first one stored."""
+@pytest.mark.parametrize("stop, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"])
+def test_an_import_stopped_with_ctrl_c_says_how_far_it_got_and_a_rerun_finishes_it(tmp_path, stop, code):
+    """Ctrl-C (SIGINT) or a SIGTERM (`timeout`, a service manager) mid-import: exit 128 + the signal
+    and one line saying what is stored; the same command again imports the rest and skips what
+    the first one stored."""
     import json
-    import signal
     import sqlite3
     import subprocess
     import sys
@@ -70,9 +75,9 @@ def test_an_import_stopped_with_ctrl_c_says_how_far_it_got_and_a_rerun_finishes_
         except sqlite3.Error:
             pass
         time.sleep(0.2)
-    first.send_signal(signal.SIGINT)
+    first.send_signal(stop)
     _, stderr = first.communicate(timeout=120)
-    assert first.returncode == 130, stderr
+    assert first.returncode == code, stderr
     assert "Traceback" not in stderr and "interrupted: at least" in stderr, stderr
     stored = int(stderr.split("at least ")[1].split(" ")[0])
     with sqlite3.connect(data_dir / "dcpm.db") as db:
