@@ -138,6 +138,7 @@ INT64_RANGE = (-(1 << 63), (1 << 63) - 1)  # the integers the stores and the vec
 MAX_OFFSET = 10**12  # of a listing: past any store, and (times a page) within the database's 64-bit OFFSET
 MAX_EVENTS = 5000  # of a user's event log in one answer
 MAX_PAGE = 1000  # items of a listing in one answer
+MAX_RUNS = 1000  # consolidation runs in one answer
 
 
 def check_page(limit: int, offset: int) -> None:
@@ -146,10 +147,10 @@ def check_page(limit: int, offset: int) -> None:
         raise Invalid(f"limit must be 1..{MAX_PAGE} and offset 0..{MAX_OFFSET}")
 
 
-def check_event_limit(limit: int) -> None:
-    """How many of a user's events one answer holds; checked as `check_page` is."""
-    if not 1 <= limit <= MAX_EVENTS:
-        raise Invalid(f"limit must be 1..{MAX_EVENTS}")
+def check_limit(limit: int, most: int) -> None:
+    """How many events (MAX_EVENTS) or runs (MAX_RUNS) one answer holds; checked as `check_page` is."""
+    if not 1 <= limit <= most:
+        raise Invalid(f"limit must be 1..{most}")
 
 
 def without_nul(text: str) -> str:

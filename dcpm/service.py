@@ -17,7 +17,7 @@ from dcpm import inspection, status
 from dcpm.api import models as api
 from dcpm.api.protocol import Memory
 from dcpm.config import Settings
-from dcpm.domain import Turn, check_event_limit, spelled_as_stored
+from dcpm.domain import MAX_EVENTS, MAX_RUNS, Turn, check_limit, spelled_as_stored
 from dcpm.errors import DcpmError, StorageFull
 from dcpm.parts import Loading, ProcessParts
 from dcpm.store.datadir import DataDirLock, ensure_free_space, running_daemon
@@ -71,7 +71,7 @@ class MemoryService(ProcessParts):
         return inspection.users(self.db, only)
 
     def events(self, user_id: str, limit: int = 200) -> list[api.HistoryEvent]:
-        check_event_limit(limit)  # the route refuses these too; the CLI without a daemon comes here
+        check_limit(limit, MAX_EVENTS)  # the route refuses these too; the CLI without a daemon comes here
         return inspection.user_events(self.db, user_id, limit)
 
     def owner_of(self, memory_id: str) -> str:
@@ -172,6 +172,7 @@ class MemoryService(ProcessParts):
         return self.consolidation.job(job_id)
 
     def runs(self, user_id: str | None = None, limit: int = 50) -> list[api.RunOut]:
+        check_limit(limit, MAX_RUNS)  # SQLite reads LIMIT -1 as no limit at all
         return status.runs(self.db, user_id, limit)
 
     def consent(self, user_id: str, update: api.ConsentUpdate | None = None) -> api.ConsentOut:

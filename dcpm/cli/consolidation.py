@@ -56,6 +56,9 @@ def consolidate(user: Annotated[Optional[str], typer.Option(help="One user.")] =
 def runs(user: Annotated[Optional[str], typer.Option(help="Only this user.")] = None, limit: int = 20,
          as_json: JsonFlag = False) -> None:
     """Recorded consolidation runs, newest first."""
+    from dcpm.domain import MAX_RUNS, check_limit
+
+    check_limit(limit, MAX_RUNS)  # refused here, in the same words, whether or not a daemon would answer
     with memory() as mem:
         result = mem.runs(user, limit)
     if as_json:

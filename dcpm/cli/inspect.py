@@ -114,9 +114,9 @@ def history(memory_id: str, as_json: JsonFlag = False) -> None:
 
 def events(user: str, limit: int = 50, as_json: JsonFlag = False) -> None:
     """USER's event log, newest first."""
-    from dcpm.domain import check_event_limit
+    from dcpm.domain import MAX_EVENTS, check_limit
 
-    check_event_limit(limit)  # as `items` checks its page
+    check_limit(limit, MAX_EVENTS)  # as `items` checks its page
     with memory() as mem:
         result = mem.events(user, limit)
     if as_json:

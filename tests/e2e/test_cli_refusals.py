@@ -122,8 +122,10 @@ def test_a_page_or_event_limit_out_of_range_is_refused_in_the_same_words_with_a_
 
     data_dir = tmp_path / "data"
     run_cli(data_dir, "add", "ana", "I live in Lisbon", "--no-infer")
-    cases = [("items", "ana", "--limit", "0"), ("items", "ana", "--offset", "-1"), ("events", "ana", "--limit", "5001")]
+    cases = [("items", "ana", "--limit", "0"), ("items", "ana", "--offset", "-1"), ("events", "ana", "--limit", "5001"),
+             ("runs", "--limit", "0"), ("runs", "--limit", "-1")]  # SQLite's LIMIT -1: every run, unasked
     alone = [refused(data_dir, *case) for case in cases]
+    assert alone[-1].strip() == "error: limit must be 1..1000"
     with Daemon(data_dir):
         assert [refused(data_dir, *case) for case in cases] == alone
 
