@@ -174,3 +174,9 @@ def test_delete_refuses_a_malformed_id_as_show_does_before_asking_or_loading_any
     assert "'nope' is not a graph node id (a UUID)" in refused(data_dir, "delete", "--node", "nope", "--yes")
     message = refused(data_dir, "delete", "nope")  # no --yes: refused before the question, not after
     assert "'nope' is not a memory id (a UUID)" in message and "loading" not in message
+
+
+def test_an_unknown_log_level_is_refused_in_one_line_before_anything_starts(tmp_path):
+    for command in ("serve", "mcp"):
+        message = refused(tmp_path / "data", command, "--log-level", "loud")
+        assert "--log-level takes" in message and "debug" in message, message
