@@ -53,7 +53,8 @@ def consolidate(user: Annotated[Optional[str], typer.Option(help="One user.")] =
     out.print(table)
 
 
-def runs(user: Annotated[Optional[str], typer.Option(help="Only this user.")] = None, limit: int = 20,
+def runs(user: Annotated[Optional[str], typer.Option(help="Only this user.")] = None,
+         limit: Annotated[int, typer.Option(help="Newest runs to show (1-1000).")] = 20,
          as_json: JsonFlag = False) -> None:
     """Recorded consolidation runs, newest first."""
     from dcpm.domain import MAX_RUNS, check_limit

@@ -22,7 +22,9 @@ def delete(memory_id: Annotated[Optional[str], typer.Argument(help="An item or r
                                                              "within minutes); through a daemon, admin token "
                                                              "only.")] = False,
            as_json: JsonFlag = False) -> None:
-    """Hard delete, gone everywhere: rows, revisions, vectors, evidence, event text."""
+    """Hard delete, gone everywhere: rows, revisions, vectors, evidence, event text.
+
+    Examples: dcpm delete ID --chain; dcpm delete --user ana --session S --yes; dcpm delete --user ana"""
     targets = sum(x is not None for x in (memory_id, node, user))
     if targets != 1 or (session and not user) or (chain and not memory_id):
         raise Invalid("give one of: ID [--chain], --node ID, --user U [--session S]")

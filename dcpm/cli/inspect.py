@@ -18,7 +18,9 @@ def items(user: str, kind: Annotated[Optional[str], typer.Option(help="raw, fact
                             typer.Option(help="current or superseded (raw: pending, done, ...).")] = None,
           topic: Annotated[Optional[str], typer.Option(help="Life domain, e.g. food.")] = None,
           since: Annotated[Optional[datetime], typer.Option(help="Only what started to hold since this date.")] = None,
-          limit: int = 50, offset: int = 0, as_json: JsonFlag = False) -> None:
+          limit: Annotated[int, typer.Option(help="Entries to list (1-1000).")] = 50,
+          offset: Annotated[int, typer.Option(help="Entries to skip first (the next page).")] = 0,
+          as_json: JsonFlag = False) -> None:
     """List USER's items (or raw inputs with --kind raw)."""
     from dcpm.domain import check_page
 
@@ -112,7 +114,8 @@ def history(memory_id: str, as_json: JsonFlag = False) -> None:
         out.print(f"{when(change.at)}  {change.action:<10} {change.item_id}  {what}{source}")
 
 
-def events(user: str, limit: int = 50, as_json: JsonFlag = False) -> None:
+def events(user: str, limit: Annotated[int, typer.Option(help="Newest events to show (1-5000).")] = 50,
+           as_json: JsonFlag = False) -> None:
     """USER's event log, newest first."""
     from dcpm.domain import MAX_EVENTS, check_limit
 

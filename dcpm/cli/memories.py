@@ -18,10 +18,12 @@ from dcpm.cli.output import JsonFlag, dump, err, memory, out, progress, request,
 def add(user: str, text: str,
         session: Annotated[Optional[str], typer.Option(help="Session id.")] = None,
         speaker: Annotated[Optional[str], typer.Option(help="Speaker name.")] = None,
-        role: str = "user",
+        role: Annotated[str, typer.Option(help="Who said it: user, assistant, ...")] = "user",
         infer: Annotated[bool, typer.Option(help="Extract facts with the LLM (--no-infer: verbatim only).")] = True,
         as_json: JsonFlag = False) -> None:
-    """Remember one message for USER."""
+    """Remember one message for USER.
+
+    Example: dcpm add ana "I switched from coffee to green tea" --speaker Ana"""
     from dcpm.api.models import AddMemoryRequest
 
     message = request(AddMemoryRequest, user_id=user, messages=[{"role": role, "content": text, "name": speaker}],
@@ -40,7 +42,8 @@ def add(user: str, text: str,
 
 
 def search(user: str, query: str,
-           limit: Annotated[int, typer.Option("--limit", "-n")] = 10,
+           limit: Annotated[int, typer.Option("--limit", "-n", help="Memories to return (at most the "
+                                                                  "max_search_limit setting).")] = 10,
            kind: Annotated[Optional[list[str]], typer.Option(help="raw, fact, identity, summary (repeatable).")] = None,
            as_of: Annotated[Optional[datetime], typer.Option(help="What was believed at this date.")] = None,
            context: Annotated[bool, typer.Option(help="Print the rendered context block.")] = False,
@@ -50,7 +53,9 @@ def search(user: str, query: str,
                "--threshold", "--min-score", min=0.0, max=1.0,
                help="Only memories scoring at least this (0-1; default: the search_threshold setting).")] = None,
            as_json: JsonFlag = False) -> None:
-    """Search USER's memories (no LLM)."""
+    """Search USER's memories (no LLM).
+
+    Example: dcpm search ana "what does Ana drink?" --context"""
     from dcpm.api.models import SearchRequest
     from dcpm.domain import SEARCH_KINDS
 
@@ -78,8 +83,13 @@ def import_file(path: Path,
                 user: Annotated[Optional[str], typer.Option(help="User for lines without user_id.")] = None,
                 batch_size: Annotated[Optional[int], typer.Option(help="Turns per embedding batch.")] = None,
                 as_json: JsonFlag = False) -> None:
-    """Bulk-import a chat history (JSONL: text, user_id, role, speaker, session_id, timestamp, metadata).
-    Safe to re-run: turns already stored are skipped."""
+    """Bulk-import a chat history (JSONL). Safe to re-run: turns already stored are skipped.
+
+    One JSON object per line: text (or content), and optionally user_id, role, speaker (or name), session_id,
+    timestamp, metadata, id. A timestamp is a date with its year, month and day (ISO-8601 or any common form)
+    or Unix time. Every line is checked before anything is stored.
+
+    Example: dcpm import history.jsonl --user ana"""
     from dcpm.write.importer import import_lines, read_file
 
     config = settings()

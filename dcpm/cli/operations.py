@@ -10,10 +10,15 @@ import typer
 
 from dcpm.cli.output import file_to_read, file_to_write, memory, out, private_file, progress
 
+OUTPUT_HELP = "File to write (default: USER.dcpm.jsonl in the current directory), replaced whole."
 
-def export_user(user: str, output: Annotated[Optional[Path], typer.Option("--output", "-o")] = None) -> None:
+
+def export_user(user: str, output: Annotated[Optional[Path], typer.Option("--output", "-o", help=OUTPUT_HELP)] = None
+                ) -> None:
     """Write everything of USER (raw, items, chains, revisions, graph, events, consent) as JSONL,
-    readable by its owner only (mode 0600)."""
+    readable by its owner only (mode 0600).
+
+    Example: dcpm export ana -o ana.jsonl, then dcpm restore ana.jsonl in another data directory"""
     path = file_to_write(output or Path(f"{user}.dcpm.jsonl"))
     with memory() as mem:
         manifest = mem.export_user(user, path)
