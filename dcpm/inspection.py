@@ -77,7 +77,8 @@ def list_memories(db: Database, user_id: str, kind: str | None = None, limit: in
             if status is not None and status not in tuple(RawStatus):
                 raise Invalid(f"status of raw turns is one of {', '.join(RawStatus)}")
             total, rows = page(session, turns.where(RawInput.status == status) if status else turns,
-                                (RawInput.timestamp, RawInput.position), offset, limit)
+                                (RawInput.timestamp, RawInput.created_at, RawInput.position, RawInput.id), offset,
+                                limit)  # as page_together orders them: one order, kept by a restore
             return ListResponse(user_id=user_id, total=total, items=[raw_out(r) for r in rows])
         if kind is not None and kind not in (*ITEM_KINDS, EVERY_ITEM):
             raise Invalid(f"unknown kind {kind!r}; use one of {', '.join(ItemKind)}, or {EVERY_ITEM}")
@@ -96,7 +97,7 @@ def list_memories(db: Database, user_id: str, kind: str | None = None, limit: in
         if kind is None and status != "superseded" and not topic:  # a turn is no revision and has no topic
             total, rows = page_together(session, query, turns.where(UNEXTRACTED), offset, limit)
             return ListResponse(user_id=user_id, total=total, items=[_out(r) for r in rows])
-        total, rows = page(session, query, (Item.valid_from, Item.created_at), offset, limit)
+        total, rows = page(session, query, (Item.valid_from, Item.created_at, Item.id), offset, limit)
         return ListResponse(user_id=user_id, total=total, items=[item_out(i) for i in rows])
 
 

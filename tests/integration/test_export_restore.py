@@ -53,3 +53,34 @@ def test_a_damaged_export_is_refused(service, tmp_path):
     path.write_text(path.read_text().replace("greyhound", "whippet"))
     with pytest.raises(Invalid, match="damaged"):
         service.restore(path)
+
+
+def test_round_trip_lists_turns_said_at_the_same_moment_in_the_same_order(service, settings, embedder, tmp_path,
+                                                                          another_database):
+    """A chat export often stamps a whole day's turns with one time; imported in batches, they
+    share a moment and their place in a request. Listings (and their pages) keep one order for
+    them, and a restored store lists them in that order too."""
+    from datetime import datetime, timezone
+
+    from dcpm.domain import Turn
+
+    moment = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
+    for batch in range(4):
+        service.import_turns("ana", [Turn(text=f"Ana's note {batch}.{n} about the greyhound", timestamp=moment)
+                                     for n in range(3)])
+
+    def listed(svc: MemoryService) -> list[str]:
+        return [row.text for row in svc.list_memories("ana", kind="raw").items]
+
+    pages = [row.text for offset in range(0, 12, 5) for row in
+             service.list_memories("ana", kind="raw", limit=5, offset=offset).items]
+    assert pages == listed(service) and len(set(pages)) == 12
+    path = tmp_path / "ana.jsonl"
+    service.export_user("ana", path)
+    other = MemoryService(settings.model_copy(update={"data_dir": tmp_path / "elsewhere",
+                                                      "database_url": another_database}), embedder=embedder)
+    try:
+        other.restore(path)
+        assert listed(other) == listed(service)
+    finally:
+        other.close()
