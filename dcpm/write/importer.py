@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from dateutil import parser as dateparser
+from dateutil.parser import UnknownTimezoneWarning
 
 from dcpm.config import Settings
 from dcpm.domain import Turn, as_utc, check_user_id, unix_time
@@ -57,7 +59,7 @@ def parse_line(raw: str, default_user: str | None) -> ImportLine:
         try:
             when = moment(timestamp)
         except (ValueError, OverflowError) as exc:
-            why = f": {exc}" if isinstance(exc, IncompleteDate) else ""
+            why = f": {exc}" if isinstance(exc, UnclearTimestamp) else ""
             raise ValueError(f"unreadable timestamp {timestamp!r}{why}") from None
     metadata = record.get("metadata") or {}
     if not isinstance(metadata, dict):
@@ -81,8 +83,9 @@ def label(value: object, what: str) -> str | None:
     raise ValueError(f"{what} must be text, not {kind}")
 
 
-class IncompleteDate(ValueError):
-    """A timestamp that names a date only in part ("March 2024", "10:30", "Tuesday")."""
+class UnclearTimestamp(ValueError):
+    """A timestamp dateutil would read wrong: a date named only in part ("March 2024", "10:30",
+    "Tuesday"), or a zone named by an abbreviation it does not know ("EST": read as no zone)."""
 
 
 def moment(value: object) -> datetime:
@@ -93,14 +96,18 @@ def moment(value: object) -> datetime:
         try:
             # dateutil completes a date from its `default` (today, unless given): with two defaults
             # apart in year, month and day, a date that names all three reads the same either way.
-            when = dateparser.parse(value, default=datetime(2000, 1, 1))
-            whole = when == dateparser.parse(value, default=datetime(2001, 2, 2))
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", UnknownTimezoneWarning)
+                when = dateparser.parse(value, default=datetime(2000, 1, 1))
+                whole = when == dateparser.parse(value, default=datetime(2001, 2, 2))
             as_utc(when)  # the store keeps UTC: 9999-12-31T23:59:59-12:00 has no UTC date
+        except UnknownTimezoneWarning:
+            raise UnclearTimestamp("its zone is no name dcpm can place; write an offset such as -05:00") from None
         except (ValueError, OverflowError):
             pass
         else:
             if not whole:  # "2024", "12" too: digits that read as a date are one ("20240101" is)
-                raise IncompleteDate("a date needs its year, month and day (the day of the import is no answer)")
+                raise UnclearTimestamp("a date needs its year, month and day (the day of the import is no answer)")
             return when  # as written: a line's id is derived from it (re-runs must find the same ids)
     if isinstance(value, (int, float, str)):  # a bool is refused by unix_time
         return unix_time(value)

@@ -133,3 +133,11 @@ def test_a_date_missing_its_year_month_or_day_is_refused_rather_than_completed_f
 def test_a_whole_date_is_read_as_written(timestamp, expected):
     line = parse_line(json.dumps({"user_id": "ana", "text": "hi", "timestamp": timestamp}), None)
     assert line.turn.timestamp == expected
+
+
+@pytest.mark.parametrize("timestamp", ["2024-03-10 02:30 EST", "2024-03-10 14:00 CET", "Mar 10 2024 9:15 PST"])
+def test_a_zone_named_by_an_abbreviation_dateutil_does_not_know_is_refused_rather_than_dropped(timestamp):
+    """dateutil reads "EST" as no zone at all (with a warning on stderr): the turn would be stored
+    as if said in UTC, hours off."""
+    with pytest.raises(ValueError, match=f"unreadable timestamp '{timestamp}': .*offset"):
+        parse_line(json.dumps({"user_id": "ana", "text": "hi", "timestamp": timestamp}), None)
