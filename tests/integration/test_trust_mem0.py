@@ -31,3 +31,15 @@ def test_deeply_nested_filters_are_refused_not_a_server_error(service):
             query = api.delete("/v1/memories/", params={"filters": nested(depth)}, headers=HEADERS)
             assert 400 <= query.status_code < 500, (depth, query.status_code)
         assert api.post("/v1/search", json={"user_id": "ana", "query": "bees"}).json()["hits"]
+
+
+def test_filters_in_the_query_string_with_an_unhashable_key_are_a_4xx_and_delete_nothing(service):
+    """`filters` in a query parameter is read as JSON or as a Python literal; a literal dict keyed
+    by a list or a dict ({[]: 1}) parses but cannot be built, which used to answer 500."""
+    with TestClient(create_app(service)) as api:
+        api.post("/v1/memories", json={"user_id": "ana", "text": "Ana keeps bees", "infer": False})
+        for filters in ("{[]: 1}", "{{}: 1}", "{'user_id': 'ana', 'AND': [{[1]: 2}]}"):
+            refused = api.delete("/v1/memories/", params={"filters": filters}, headers=HEADERS)
+            assert refused.status_code == 422, (filters, refused.status_code, refused.text)
+            assert "filters must be a JSON object" in refused.json()["message"]
+        assert api.post("/v1/search", json={"user_id": "ana", "query": "bees"}).json()["hits"]

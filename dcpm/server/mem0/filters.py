@@ -126,7 +126,7 @@ def query_filters(text: str | None) -> dict[str, Any] | None:
     except (ValueError, RecursionError):
         try:
             parsed = ast.literal_eval(text)
-        except (ValueError, SyntaxError, RecursionError, MemoryError):
+        except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):  # TypeError: {[]: 1}
             raise Invalid("filters must be a JSON object") from None
     if not isinstance(parsed, dict):
         raise Invalid("filters must be a JSON object")
