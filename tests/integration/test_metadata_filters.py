@@ -5,9 +5,11 @@ embedded shard and on PostgreSQL with a Qdrant collection."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 
 from dcpm.api.client import Client
 from dcpm.api.models import AddMemoryRequest, SearchRequest
@@ -131,3 +133,20 @@ def test_the_upgrade_lets_search_filter_on_booleans_indexed_before(service, alex
         assert searched(reopened, {"shared": True}) == {alex["pizza"]}
     finally:
         reopened.close()
+
+
+@pytest.mark.parametrize("condition", [{}, {"eq": None}, {"in": None, "nin": None}])
+def test_a_condition_with_no_operator_is_refused_not_read_as_every_memory(service, alex, condition):
+    """{"food": {"eq": null}} (a client's unset variable) used to select nothing by food: search,
+    listing and Mem0 answered every memory of the user as if they matched."""
+    with TestClient(create_app(service)) as api:
+        answers = [
+            api.post("/v1/search", json={"user_id": "alex", "query": "dinner", "filters": {"food": condition}}),
+            api.get("/v1/users/alex/items", params={"metadata": json.dumps({"food": condition})}),
+            api.post("/v3/memories/search/", json={"user_id": "alex", "query": "dinner",
+                                                   "filters": {"metadata": {"food": condition}}}),
+            api.post("/v3/memories/", json={"user_id": "alex", "filters": {"metadata": {"food": condition}}}),
+        ]
+    for answer in answers:
+        assert answer.status_code == 422, (answer.request.url, answer.text)
+        assert "food" in answer.json()["message"] and "eq, ne, in or nin" in answer.json()["message"]

@@ -18,6 +18,7 @@ from pydantic import (
     Tag,
     TypeAdapter,
     ValidationError,
+    model_validator,
 )
 
 from dcpm.domain import INT64_RANGE
@@ -43,6 +44,15 @@ class MetadataOperators(BaseModel):
     ne: MetadataValue | None = None
     in_: ValueList | None = Field(None, alias="in", description="One of these (all strings or all integers).")
     nin: ValueList | None = Field(None, description="None of these.")
+
+    @model_validator(mode="after")
+    def _some_operator(self) -> MetadataOperators:
+        """No operator with a value ({} or {"eq": null}) would be no condition on the key, so every
+        memory would match: refused rather than widened."""
+        if self.eq is None and self.ne is None and self.in_ is None and self.nin is None:
+            raise ValueError("give the key one of eq, ne, in or nin with a value (null is none); "
+                             "an empty condition would match every memory")
+        return self
 
 
 def _shape(condition: object) -> str:
