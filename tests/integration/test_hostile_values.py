@@ -147,3 +147,13 @@ def test_one_row_the_index_refuses_does_not_stop_repair_or_reindex(service, sett
         assert again.index.count("bob") == len(BOB_TURNS) - 1
     finally:
         again.close()
+
+
+def test_a_consent_update_naming_no_layer_dcpm_has_is_refused(api):
+    """Withdrawing consent with a misspelt layer ("core_schema") used to answer 200 and leave the
+    layer switched on: the unknown field was dropped, so the user believed consent withdrawn."""
+    assert api.put("/v1/users/ana/consent", json={"core_schemas": True}).json()["core_schemas"] is True
+    refused = api.put("/v1/users/ana/consent", json={"core_schema": False})
+    assert refused.status_code == 422 and "core_schema" in refused.json()["message"]
+    assert api.get("/v1/users/ana/consent").json()["core_schemas"] is True
+    assert api.put("/v1/users/ana/consent", json={"core_schemas": False}).json()["core_schemas"] is False

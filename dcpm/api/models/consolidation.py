@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from dcpm.domain import UserId
 
@@ -51,6 +51,11 @@ class ConsentOut(BaseModel):
 
 
 class ConsentUpdate(BaseModel):
+    """Layers to switch on or off; an unset one stays as it is. A field naming no layer is refused:
+    dropping it would answer a misspelt withdrawal of consent as if it had been made."""
+
+    model_config = ConfigDict(extra="forbid")
+
     schemas: bool | None = None
     intentions: bool | None = None
     core_schemas: bool | None = None
