@@ -65,11 +65,14 @@ _USERS = TypeAdapter(list[UserOut])
 def _id(segment: str) -> str:
     """An id as one path segment: whatever it holds (a caller's or a model's text), it cannot
     reach another route or add query parameters (servers decode %2F back into a slash); an empty
-    one would name the route above it."""
+    one would name the route above it, and so would '.' or '..', which HTTP clients resolve as
+    dot segments (/v1/users/ana/sessions/.. is sent as /v1/users/ana)."""
     if not segment:
         raise Invalid("'' is not an id: it is empty")
     if "/" in segment:
         raise Invalid(f"{segment!r} is not an id: it contains '/'")
+    if segment in (".", ".."):
+        raise Invalid(f"{segment!r} is not an id: a URL reads it as the route above")
     return quote(segment, safe="")
 
 

@@ -25,6 +25,7 @@ CLIENT_ID_NAMESPACE = uuid.UUID("3b0e9c52-8f1d-4b7a-a1c4-2d6e0f9b7c35")
 # The widths of the columns a turn's labels are stored in (an import is held to them as HTTP is).
 ROLE_CHARS, SPEAKER_CHARS, SESSION_CHARS = (RawInput.__table__.c[name].type.length
                                             for name in ("role", "speaker", "session_id"))
+DOT_SEGMENTS = (".", "..")  # ids a URL path cannot hold as one segment
 
 
 def check_turns(turns: Sequence[Turn], settings: Settings) -> None:
@@ -43,6 +44,9 @@ def check_turns(turns: Sequence[Turn], settings: Settings) -> None:
                                  ("session id", turn.session_id, SESSION_CHARS)):
             if text is not None and len(text) > most:  # the column's width, as the HTTP models allow
                 raise Invalid(f"the {what} of message {number} is {len(text)} characters; the limit is {most}")
+        if turn.session_id in DOT_SEGMENTS:  # DELETE .../sessions/.. reaches the daemon as DELETE /v1/users/U
+            raise Invalid(f"the session id of message {number} is {turn.session_id!r}, which no URL can name: "
+                          "HTTP clients read it as the route above; choose another session id")
         if not any(ch.isprintable() and not ch.isspace() for ch in turn.text):  # zero-width characters too
             raise Invalid(f"message {number} is empty")
         if len(turn.text) > settings.max_text_chars:

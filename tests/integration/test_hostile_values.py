@@ -157,3 +157,20 @@ def test_a_consent_update_naming_no_layer_dcpm_has_is_refused(api):
     assert refused.status_code == 422 and "core_schema" in refused.json()["message"]
     assert api.get("/v1/users/ana/consent").json()["core_schemas"] is True
     assert api.put("/v1/users/ana/consent", json={"core_schemas": False}).json()["core_schemas"] is False
+
+
+@pytest.mark.parametrize("session", ["..", "."])
+def test_a_session_id_no_url_can_name_is_refused(api, session):
+    """DELETE /v1/users/ana/sessions/.. reaches the daemon as DELETE /v1/users/ana from any
+    standard HTTP client or browser, so a session stored as '..' could only be deleted by deleting
+    everything of its user."""
+    turn = {"text": "We planned the trip", "session_id": session}
+    refused = [api.post("/v1/memories", json={"user_id": "ana", "infer": False, **turn}),
+               api.post("/v1/import", json={"user_id": "ana", "turns": [
+                   {**turn, "id": "00000000-0000-4000-8000-000000000001"}]}),
+               api.post("/v3/memories/add/", json={"user_id": "ana", "run_id": session, "infer": False,
+                                                   "messages": [{"role": "user", "content": turn["text"]}]})]
+    for answer in refused:
+        assert answer.status_code == 422, (answer.request.url, answer.text)
+        assert "session id" in answer.json()["message"]
+    still_serving(api)

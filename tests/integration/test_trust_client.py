@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dcpm.api.client import Client
-from dcpm.errors import DcpmError, NotFound
+from dcpm.errors import DcpmError, Invalid, NotFound
 from dcpm.server.app import create_app
 
 from .scenarios import ana_drinks_chain
@@ -21,6 +21,17 @@ def test_an_id_cannot_smuggle_a_chain_delete_through_the_client(service):
         with pytest.raises(DcpmError):
             client.get(f"{green.id}/history")
         assert [link.id for link in client.get(green.id).chain] == [coffee.id, black.id, green.id]
+
+
+@pytest.mark.parametrize("session", ["..", "."])
+def test_a_dot_session_id_cannot_turn_a_session_delete_into_a_user_delete(service, session):
+    """HTTP clients resolve dot segments: /v1/users/ana/sessions/.. is sent as /v1/users/ana, so
+    `dcpm delete ana --session ..` used to delete everything of ana instead of one session."""
+    coffee, black, green = ana_drinks_chain(service)
+    with served(create_app(service)) as url, Client(url) as client:
+        with pytest.raises(Invalid, match="not an id"):
+            client.delete_session("ana", session)
+        assert client.get(green.id).text == green.text
 
 
 def test_a_daemons_refusal_comes_back_as_the_error_it_was(service):
