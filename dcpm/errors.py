@@ -117,7 +117,31 @@ def invalid_from(errors: list[dict], skip: tuple[str, ...] = ("body",)) -> Inval
     for the HTTP API, the Mem0 routes and the CLI alike: `where: what; where: what`."""
     problems = []
     for error in errors:
+        if body_problem := _body_problem(error):
+            problems.append(body_problem)
+            continue
         where = ".".join(str(part) for part in error.get("loc", ()) if part not in skip)
         what = str(error.get("msg")).removeprefix("Value error, ")  # a validator's own words, as it wrote them
         problems.append(f"{where}: {what}" if where else what)
     return Invalid("; ".join(problems) or "invalid request")
+
+
+JSON_BODY = "content-type: application/json"
+
+
+def _body_problem(error: dict) -> str | None:
+    """FastAPI's errors about a request body as a whole (unparsable, absent, not read as JSON, not
+    an object), worded to say what to send instead; None for an error about one field."""
+    loc, kind = tuple(error.get("loc", ())), error.get("type")
+    if kind == "json_invalid" and loc[:1] == ("body",):
+        at = f" at character {loc[1]}" if len(loc) > 1 else ""
+        return f"the body is not valid JSON: {error.get('ctx', {}).get('error', 'unreadable')}{at}"
+    if loc != ("body",):
+        return None
+    if kind == "missing":
+        return f"this request needs a JSON object as its body, sent with {JSON_BODY}"
+    if isinstance(error.get("input"), (bytes, bytearray)):  # a body of another content-type is kept as bytes
+        return f"the body was not read as JSON: send it with {JSON_BODY}"
+    if kind in ("model_attributes_type", "dict_type"):
+        return "the body must be a JSON object ({...}) of the request's fields"
+    return None

@@ -69,7 +69,9 @@ def create_app(service: MemoryService, bound_host: str | None = None, instance: 
                             headers=getattr(exc, "headers", None))  # TooManyRequests: Retry-After
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if isinstance(exc.__cause__, UnicodeDecodeError):  # FastAPI's 'There was an error parsing the body'
+            return await _dcpm_error(request, Invalid("the body is not UTF-8 text: send JSON encoded as UTF-8"))
         return JSONResponse(error_body("http_error", str(exc.detail)), status_code=exc.status_code,
                             headers=getattr(exc, "headers", None))
 

@@ -39,8 +39,26 @@ def test_bad_add_memory_is_refused_and_changes_nothing(api, body, status, fragme
 
 
 def test_malformed_json_body_is_a_4xx(api):
-    response = api.post("/v1/memories", content=b'{"user_id": "ana", "text": ', headers={"content-type": "application/json"})
+    response = api.post("/v1/memories", content=b'{"user_id": "ana", "text": ',
+                        headers={"content-type": "application/json"})
     assert response.status_code == 422
+    assert raw_count(api) == 1
+
+
+@pytest.mark.parametrize("content, content_type, fragment", [
+    (b'{"user_id": "ana",}', "application/json", "the body is not valid JSON: Expecting property name"),
+    (None, None, "needs a JSON object as its body"),
+    (b'{"user_id": "ana", "text": "hi"}', "application/x-www-form-urlencoded", "content-type: application/json"),
+    (b'{"user_id": "ana", "text": "hi"}', "text/plain", "content-type: application/json"),
+    (b'["ana", "hi"]', "application/json", "the body must be a JSON object"),
+    ('{"user_id": "ana", "text": "caf\u00e9"}'.encode("latin-1"), "application/json", "not UTF-8"),
+])
+def test_a_body_that_is_no_json_object_is_refused_saying_what_to_send(api, content, content_type, fragment):
+    """`curl -d` without a content-type, a trailing comma, no body at all: these used to answer
+    'Input should be a valid dictionary...', '17: JSON decode error' or 'Field required'."""
+    headers = {"content-type": content_type} if content_type else {}
+    response = api.post("/v1/memories", content=content, headers=headers)
+    assert 400 <= response.status_code < 500 and fragment in response.json()["message"], response.text
     assert raw_count(api) == 1
 
 
