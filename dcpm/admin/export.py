@@ -120,7 +120,7 @@ def read_export(path: Path) -> tuple[dict[str, Any], Iterator[tuple[str, dict]]]
         raise Invalid(f"{path} is not a dcpm export (not UTF-8 text)") from None
     try:
         manifest = json.loads(text[0])["manifest"]
-    except (IndexError, ValueError, KeyError, TypeError):
+    except (IndexError, ValueError, KeyError, TypeError, RecursionError):  # RecursionError: [[[[... past the stack
         manifest = None
     if not isinstance(manifest, dict):
         raise Invalid(f"{path} is not a dcpm export (no manifest on its first line)")
@@ -138,7 +138,7 @@ def read_rows(path: Path) -> tuple[dict[str, Any], list[tuple[str, dict]]]:
     manifest, records = read_export(path)
     try:
         return manifest, [(str(name), dict(data)) for name, data in records]
-    except (ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError, RecursionError):
         raise Invalid(f"{path} has a record that is not a {{type, row}} object") from None
 
 

@@ -4,6 +4,7 @@ every user, the restored one included, goes on being served."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -31,6 +32,20 @@ def test_a_manifest_that_is_not_an_object_is_refused_not_a_server_error(api, man
     response = api.post("/v1/admin/restore", content=f'{{"manifest": {manifest}}}\n'.encode(), headers=NDJSON)
     assert response.status_code == 422, response.text
     assert "not a dcpm export" in response.json()["message"]
+
+
+def test_a_line_nested_past_the_parsers_stack_is_refused_not_a_server_error(api, service):
+    """JSON nested deeper than Python's recursion limit, as the manifest or as a re-checksummed
+    record, used to answer 500 (RecursionError)."""
+    service.import_turns("bob", list(BOB_TURNS))
+    nested = "[" * 100_000 + "]" * 100_000
+    manifest = api.post("/v1/admin/restore", content=f"{nested}\n".encode(), headers=NDJSON)
+    assert manifest.status_code == 422 and "not a dcpm export" in manifest.json()["message"], manifest.text
+    head = {"format": "dcpm-export/1", "user_id": "carl", "sha256": hashlib.sha256(nested.encode()).hexdigest()}
+    record = api.post("/v1/admin/restore", content=f"{json.dumps({'manifest': head})}\n{nested}\n".encode(),
+                      headers=NDJSON)
+    assert record.status_code == 422 and "not a {type, row} object" in record.json()["message"], record.text
+    assert [user["id"] for user in api.get("/v1/users").json()] == ["bob"]
 
 
 def deep(levels: int) -> dict:
