@@ -3,9 +3,12 @@ clear 4xx, never a server error, whether it comes in the body or in the query st
 
 from __future__ import annotations
 
+import pytest
 from fastapi.testclient import TestClient
 
 from dcpm.server.app import create_app
+
+from .scenarios import ana_drinks_chain
 
 HEADERS = {"Authorization": "Token anything"}
 JSON = {**HEADERS, "content-type": "application/json"}
@@ -43,3 +46,19 @@ def test_filters_in_the_query_string_with_an_unhashable_key_are_a_4xx_and_delete
             assert refused.status_code == 422, (filters, refused.status_code, refused.text)
             assert "filters must be a JSON object" in refused.json()["message"]
         assert api.post("/v1/search", json={"user_id": "ana", "query": "bees"}).json()["hits"]
+
+
+@pytest.mark.parametrize("extra", [{"metadata": {"priority": "high"}}, {"expiration_date": "2030-01-01"},
+                                   {"timestamp": 1767225600}])
+def test_an_update_asking_for_more_than_new_text_is_refused_not_half_done(service, extra):
+    """MemoryClient.update(id, text=..., metadata=...) used to answer 200 with the new text and the
+    metadata (or expiry, or time) dropped, so the caller believed it changed."""
+    coffee, black, green = ana_drinks_chain(service)
+    with TestClient(create_app(service)) as api:
+        refused = api.put(f"/v1/memories/{green.id}/", json={"text": "Ana drinks mate", **extra}, headers=HEADERS)
+        assert refused.status_code == 422, refused.text
+        assert next(iter(extra)) in refused.json()["message"]
+        assert api.get(f"/v1/memories/{green.id}/", headers=HEADERS).json()["memory"] == green.text
+        kept = api.put(f"/v1/memories/{green.id}/", json={"text": "Ana drinks mate", "expiration_date": None},
+                       headers=HEADERS)  # what the client sends for update(id, text=..., expiration_date=None)
+        assert kept.status_code == 200 and kept.json()["memory"] == "Ana drinks mate"

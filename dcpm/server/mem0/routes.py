@@ -128,6 +128,9 @@ def mem0_router(service: MemoryService, guarded: list[Any], waiting: WaitingAdds
         require_owner(caller, service.owner_of(memory_id), memory_id)
         if body.text is None:
             raise Invalid("dcpm edits a memory's text only: send `text`")
+        if asked := sorted(name for name, value in (body.model_extra or {}).items() if value is not None):
+            raise Invalid(f"dcpm edits a memory's text only and cannot change its {', '.join(asked)}: "
+                          "send `text` alone; nothing was changed")
         return Mem0Updated(**memory_of(service.update_memory(memory_id, body.text)).model_dump())
 
     @router.delete("/v1/memories/{memory_id}/", response_model=Mem0Deleted)
