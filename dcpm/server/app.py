@@ -70,8 +70,13 @@ def create_app(service: MemoryService, bound_host: str | None = None, instance: 
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        if isinstance(exc.__cause__, UnicodeDecodeError):  # FastAPI's 'There was an error parsing the body'
+        # FastAPI answers 'There was an error parsing the body' for what json.loads raises besides a
+        # JSONDecodeError: bytes that are not UTF-8, an integer past Python's 4300 digits.
+        if isinstance(exc.__cause__, UnicodeDecodeError):
             return await _dcpm_error(request, Invalid("the body is not UTF-8 text: send JSON encoded as UTF-8"))
+        if isinstance(exc.__cause__, ValueError):
+            reason = str(exc.__cause__).split(":")[0]  # not Python's advice on raising its limit
+            return await _dcpm_error(request, Invalid(f"the body could not be read as JSON: {reason}"))
         return JSONResponse(error_body("http_error", str(exc.detail)), status_code=exc.status_code,
                             headers=getattr(exc, "headers", None))
 

@@ -52,6 +52,8 @@ def test_malformed_json_body_is_a_4xx(api):
     (b'{"user_id": "ana", "text": "hi"}', "text/plain", "content-type: application/json"),
     (b'["ana", "hi"]', "application/json", "the body must be a JSON object"),
     ('{"user_id": "ana", "text": "caf\u00e9"}'.encode("latin-1"), "application/json", "not UTF-8"),
+    (b'{"user_id": "ana", "text": "hi", "metadata": {"n": %s}}' % (b"9" * 5000), "application/json",
+     "the body could not be read as JSON: Exceeds the limit (4300 digits)"),
 ])
 def test_a_body_that_is_no_json_object_is_refused_saying_what_to_send(api, content, content_type, fragment):
     """`curl -d` without a content-type, a trailing comma, no body at all: these used to answer
