@@ -62,14 +62,15 @@ _MEMORY = TypeAdapter(ItemOut | RawOut)
 _USERS = TypeAdapter(list[UserOut])
 
 
-def _id(segment: str) -> str:
+def _id(segment: str, slashes: bool = False) -> str:
     """An id as one path segment: whatever it holds (a caller's or a model's text), it cannot
-    reach another route or add query parameters (servers decode %2F back into a slash); an empty
-    one would name the route above it, and so would '.' or '..', which HTTP clients resolve as
-    dot segments (/v1/users/ana/sessions/.. is sent as /v1/users/ana)."""
+    reach another route or add query parameters (servers decode %2F back into a slash, so only a
+    route's last parameter, read as a path, may hold one: `slashes`); an empty one would name the
+    route above it, and so would '.' or '..', which HTTP clients resolve as dot segments
+    (/v1/users/ana/sessions/.. is sent as /v1/users/ana)."""
     if not segment:
         raise Invalid("'' is not an id: it is empty")
-    if "/" in segment:
+    if "/" in segment and not slashes:
         raise Invalid(f"{segment!r} is not an id: it contains '/'")
     if segment in (".", ".."):
         raise Invalid(f"{segment!r} is not an id: a URL reads it as the route above")
@@ -163,7 +164,7 @@ class Client:
                                                         params=_flags(compact=compact)))
 
     def delete_session(self, user_id: str, session_id: str, compact: bool = False) -> DeleteResponse:
-        path = f"/v1/users/{_id(user_id)}/sessions/{_id(session_id)}"
+        path = f"/v1/users/{_id(user_id)}/sessions/{_id(session_id, slashes=True)}"
         return DeleteResponse.model_validate(self._call("DELETE", path, params=_flags(compact=compact)))
 
     def events(self, user_id: str, limit: int = 200) -> list[HistoryEvent]:

@@ -3,9 +3,11 @@ the text of an id, and every error the daemon sends comes back as the same error
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 from dcpm.api.client import Client
+from dcpm.domain import Turn
 from dcpm.errors import DcpmError, Invalid, NotFound
 from dcpm.server.app import create_app
 
@@ -32,6 +34,18 @@ def test_a_dot_session_id_cannot_turn_a_session_delete_into_a_user_delete(servic
         with pytest.raises(Invalid, match="not an id"):
             client.delete_session("ana", session)
         assert client.get(green.id).text == green.text
+
+
+def test_a_session_whose_id_holds_a_slash_can_be_deleted_through_the_daemon(service):
+    """Servers decode %2F before routing, so DELETE /v1/users/ana/sessions/trip%2F2024 matched no
+    route (404 'Not Found') and the client refused the id: only its whole user could go."""
+    service.import_turns("ana", [Turn(text="We booked the ferry to Skye", session_id="trip/2024"),
+                                 Turn(text="I keep bees on my allotment", session_id="home")])
+    with served(create_app(service)) as url, Client(url) as client:
+        deleted = client.delete_session("ana", "trip/2024")
+        assert len(deleted.raw_deleted) == 1
+        assert [m.text for m in client.list_memories("ana", kind="raw").items] == ["I keep bees on my allotment"]
+        assert httpx.delete(f"{url}/v1/users/ana/sessions/home%2F..").status_code == 404  # one session, no route
 
 
 def test_a_daemons_refusal_comes_back_as_the_error_it_was(service):

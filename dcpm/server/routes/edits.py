@@ -51,9 +51,11 @@ def edits_router(service: MemoryService, guarded: list[Any]) -> APIRouter:
         require_owner(caller, service.node_owner(node_id), node_id, what="graph node")
         return service.delete_node(node_id, compact=compact)
 
-    @router.delete("/v1/users/{user_id}/sessions/{session_id}", response_model=DeleteResponse)
+    # `:path`: a session id may hold a slash, sent as %2F, which the server decodes before routing
+    @router.delete("/v1/users/{user_id}/sessions/{session_id:path}", response_model=DeleteResponse)
     def delete_session(user_id: str, session_id: str, caller: Caller, compact: Compact) -> DeleteResponse:
-        """Every turn of a session and every item extracted from them."""
+        """Every turn of a session and every item extracted from them (a session id holding '/'
+        is sent with it as %2F)."""
         require_user(caller, user_id)
         return service.delete_session(user_id, session_id, compact=compact)
 
