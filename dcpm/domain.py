@@ -163,13 +163,14 @@ def label(text: str) -> str:
     return without_nul(text).strip()[:LABEL_CHARS]
 
 
-USER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@\-]{0,127}$")
+USER_ID_CHARS = 128
+USER_ID = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9_.:@\-]{{0,{USER_ID_CHARS - 1}}}$")
 
 
 def check_user_id(value: str) -> str:
     """The user-id rule; Invalid (a ValueError too, so Pydantic validators report it) otherwise."""
     if not USER_ID.fullmatch(value or ""):  # match() would let a trailing newline through
-        raise InvalidUserId("user_id must be 1-128 characters of letters, digits and _ . : @ -, "
+        raise InvalidUserId(f"user_id must be 1-{USER_ID_CHARS} characters of letters, digits and _ . : @ -, "
                             "starting with a letter or digit")
     return value
 

@@ -107,3 +107,12 @@ def test_history_shows_a_superseded_memory_with_its_successor():
         ("UPDATE", "black", "Ana drinks black tea", "Ana drinks black tea, no sugar", None),
     ]
     assert len({e.id for e in entries}) == 3 and all(e.user_id == "ana" for e in entries)
+
+
+@pytest.mark.parametrize("entity, longest", [("user_id", 128), ("agent_id", 122), ("app_id", 124)])
+def test_an_owner_id_too_long_is_refused_naming_the_limit_that_applies(entity, longest):
+    """The refusal said '1-120 characters' for every entity: a user id of 121-128 characters is
+    taken, and an agent's own id holds 'agent:' within the 128 of an owner id."""
+    assert scope_of({entity: "a" * longest}).user_id.endswith("a" * longest)
+    with pytest.raises(Invalid, match=f"{entity} must be 1-{longest} characters"):
+        scope_of({entity: "a" * (longest + 1)})

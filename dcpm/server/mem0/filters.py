@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from dcpm.api.models import MetadataFilter, parse_metadata_filter
-from dcpm.domain import check_user_id
+from dcpm.domain import USER_ID_CHARS, check_user_id
 from dcpm.errors import Invalid
 from dcpm.stored_values import OWN_PREFIX
 
@@ -50,11 +50,12 @@ def recorded(namespace: dict[str, str]) -> dict[str, str]:
 
 def owner_id(entity: str, value: str) -> str:
     """The owner id of an agent's or an app's own memories (a user's is the user id itself)."""
+    prefix = OWNER_PREFIXES.get(entity, "")
     try:
-        return check_user_id(OWNER_PREFIXES.get(entity, "") + check_user_id(value))
-    except Invalid:
-        raise Invalid(f"{entity} must be 1-120 characters of letters, digits and _ . : @ -, starting with a "
-                      "letter or digit") from None
+        return check_user_id(prefix + check_user_id(value))
+    except Invalid:  # an agent's or app's id holds its prefix within an owner id's length
+        raise Invalid(f"{entity} must be 1-{USER_ID_CHARS - len(prefix)} characters of letters, digits and "
+                      "_ . : @ -, starting with a letter or digit") from None
 
 
 def entities_of_owner(owner: str) -> tuple[str, str]:
