@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 
 from dcpm.api.client import Client
 from dcpm.api.models import AddMemoryRequest, SearchRequest
+from dcpm.api.models.filters import MAX_FILTER_VALUES
 from dcpm.domain import Turn
 from dcpm.errors import Invalid
 from dcpm.index.base import METADATA, METADATA_BOOLEANS
@@ -150,3 +151,22 @@ def test_a_condition_with_no_operator_is_refused_not_read_as_every_memory(servic
     for answer in answers:
         assert answer.status_code == 422, (answer.request.url, answer.text)
         assert "food" in answer.json()["message"] and "eq, ne, in or nin" in answer.json()["message"]
+
+
+@pytest.mark.parametrize("condition", [{"nin": [f"dish {n}" for n in range(1000)]},
+                                       [f"dish {n}" for n in range(1000)],
+                                       {"in": list(range(1000))}])
+def test_a_filter_of_too_many_values_is_refused_and_one_at_the_bound_is_served(service, alex, condition):
+    """A thousand values used to make the listing's SQL deeper than SQLite takes (a 500), and a
+    `nin` of 100,000 values held a search for half a minute."""
+    too_many = {"food": condition}
+    at_the_bound = {"food": {"nin": [f"dish {n}" for n in range(MAX_FILTER_VALUES)]}}
+    with TestClient(create_app(service)) as api:
+        for filters, status in ((too_many, 422), (at_the_bound, 200)):
+            answers = [api.post("/v1/search", json={"user_id": "alex", "query": "dinner", "filters": filters}),
+                       api.get("/v1/users/alex/items", params={"metadata": json.dumps(filters)}),
+                       api.post("/v3/memories/", json={"user_id": "alex", "filters": {"metadata": filters}})]
+            for answer in answers:
+                assert answer.status_code == status, (answer.request.url, answer.text[:300])
+        refused = api.get("/v1/users/alex/items", params={"metadata": json.dumps(too_many)})
+    assert f"at most {MAX_FILTER_VALUES} values" in refused.json()["message"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Discriminator,
@@ -64,7 +65,27 @@ def _shape(condition: object) -> str:
 
 MetadataCondition = Annotated[Annotated[MetadataValue, Tag("value")] | Annotated[ValueList, Tag("one of")]
                               | Annotated[MetadataOperators, Tag("operators")], Discriminator(_shape)]
-MetadataFilter = dict[MetadataName, MetadataCondition]
+# Values of one filter, every key and list together: each is a term of the listing's SQL (SQLite
+# refuses expressions past 1,000 deep) and each `nin` value a condition of its own in search.
+MAX_FILTER_VALUES = 256
+
+
+def _values_of(condition: object) -> int:
+    if isinstance(condition, MetadataOperators):
+        return (condition.eq is not None) + (condition.ne is not None) + len(condition.in_ or ()) + len(
+            condition.nin or ())
+    return len(condition) if isinstance(condition, list) else 1
+
+
+def _bounded(filters: dict[str, object]) -> dict[str, object]:
+    held = sum(_values_of(condition) for condition in filters.values())
+    if held > MAX_FILTER_VALUES:
+        raise ValueError(f"a metadata filter holds at most {MAX_FILTER_VALUES} values, every key and list "
+                         f"together; this one holds {held}")
+    return filters
+
+
+MetadataFilter = Annotated[dict[MetadataName, MetadataCondition], AfterValidator(_bounded)]
 METADATA_FILTER_HELP = ('Metadata conditions, all of which must hold: {"food": "pizza"}, {"food": ["a", "b"]} '
                         '(one of), or operators {"food": {"eq"|"ne": value, "in"|"nin": [values]}}.')
 
