@@ -10,7 +10,6 @@ import uuid
 
 from dcpm.admin.delete import fenced, writer_lease
 from dcpm.config import Settings
-from dcpm.domain import Turn
 from dcpm.embedding import Embedder
 from dcpm.errors import Conflict, Invalid, NotFound
 from dcpm.index import VectorIndex, projection
@@ -18,14 +17,14 @@ from dcpm.inspection import find_memory, owner_of
 from dcpm.store.db import Database
 from dcpm.store.items import update_text
 from dcpm.store.models import RawInput
-from dcpm.write.raw import check_turns
+from dcpm.write.raw import check_stored_text
 
 
 def revise_text(db: Database, index: VectorIndex, embedder: Embedder, settings: Settings, item_id: str,
                 text: str) -> None:
     """Give a current item new text. A superseded revision is history and is not edited (Conflict);
     raw turns are immutable ground truth (Invalid)."""
-    check_turns([Turn(text=text)], settings)  # the limits of any stored text
+    check_stored_text(text, settings, "the new text")
     user_id = owner_of(db, item_id)
     with writer_lease(db, settings, user_id) as holder:
         with fenced(db, settings, user_id, holder) as session:

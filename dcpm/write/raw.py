@@ -47,10 +47,7 @@ def check_turns(turns: Sequence[Turn], settings: Settings) -> None:
         if turn.session_id in DOT_SEGMENTS:  # DELETE .../sessions/.. reaches the daemon as DELETE /v1/users/U
             raise Invalid(f"the session id of message {number} is {turn.session_id!r}, which no URL can name: "
                           "HTTP clients read it as the route above; choose another session id")
-        if not any(ch.isprintable() and not ch.isspace() for ch in turn.text):  # zero-width characters too
-            raise Invalid(f"message {number} is empty")
-        if len(turn.text) > settings.max_text_chars:
-            raise Invalid(f"message {number} is {len(turn.text)} characters; the limit is {settings.max_text_chars}")
+        check_stored_text(turn.text, settings, f"message {number}")
         check_metadata(turn.metadata, f"the metadata of message {number}")
         check_callers_keys(turn.metadata, f"the metadata of message {number}")
         check_metadata(turn.own_metadata, f"the agent or app of message {number}")
@@ -64,6 +61,16 @@ def check_turns(turns: Sequence[Turn], settings: Settings) -> None:
             seen[canonical] = number
         if len(json.dumps(turn.metadata, default=str)) > settings.max_metadata_bytes:
             raise Invalid(f"metadata of message {number} is larger than {settings.max_metadata_bytes} bytes")
+
+
+def check_stored_text(text: str, settings: Settings, what: str) -> None:
+    """What any text dcpm stores must be (a turn's, an edited item's): no NUL, valid Unicode, not
+    blank (zero-width characters too) and at most max_text_chars; `what` names it in the refusal."""
+    check_text(text, what)
+    if not any(ch.isprintable() and not ch.isspace() for ch in text):
+        raise Invalid(f"{what} is empty")
+    if len(text) > settings.max_text_chars:
+        raise Invalid(f"{what} is {len(text)} characters; the limit is {settings.max_text_chars}")
 
 
 def canonical_id(value: str, number: int = 1) -> str:

@@ -142,6 +142,18 @@ def test_history_and_raw_turns_are_not_edited(service):
         service.update_memory(green.id, "   ")
 
 
+@pytest.mark.parametrize("text, fragment", [("   ", "the new text is empty"),
+                                            ("Ana drinks\x00mate", "the new text contains a NUL character"),
+                                            ("tea " * 10_000, "the new text is 40000 characters; the limit is")])
+def test_a_refused_edit_says_what_is_wrong_with_the_new_text(service, text, fragment):
+    """An edit sends one text, not messages; its refusals used to speak of 'message 1'."""
+    coffee, black, green = ana_drinks_chain(service)
+    with pytest.raises(Invalid) as refused:
+        service.update_memory(green.id, text)
+    assert fragment in refused.value.message and "message" not in refused.value.message
+    assert service.get(green.id).text == green.text
+
+
 def test_the_python_client_edits_and_deletes_through_the_daemon(service):
     coffee, black, green = ana_drinks_chain(service)
     with served(create_app(service)) as url, Client(url) as client:
