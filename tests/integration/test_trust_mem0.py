@@ -62,3 +62,17 @@ def test_an_update_asking_for_more_than_new_text_is_refused_not_half_done(servic
         kept = api.put(f"/v1/memories/{green.id}/", json={"text": "Ana drinks mate", "expiration_date": None},
                        headers=HEADERS)  # what the client sends for update(id, text=..., expiration_date=None)
         assert kept.status_code == 200 and kept.json()["memory"] == "Ana drinks mate"
+
+
+@pytest.mark.parametrize("path, body, field", [
+    ("/v3/memories/search/", {"query": "bees", "top_k": 0}, "top_k"),
+    ("/v3/memories/search/", {"query": "bees", "top_k": 100_000}, "top_k"),
+    ("/v3/memories/add/", {"messages": [{"role": "user", "content": "hi"}], "run_id": "r" * 200}, "run_id"),
+])
+def test_a_refused_mem0_request_names_the_field_the_client_sent(service, path, body, field):
+    """Mem0's top_k and run_id are dcpm's limit and session_id; refusals used to name dcpm's."""
+    with TestClient(create_app(service)) as api:
+        api.post("/v1/memories", json={"user_id": "ana", "text": "Ana keeps bees", "infer": False})
+        refused = api.post(path, json={"user_id": "ana", "infer": False, **body}, headers=HEADERS)
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["message"].startswith(field), refused.json()["message"]

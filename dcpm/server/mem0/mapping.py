@@ -73,12 +73,17 @@ def listing_status(body: Mem0ListRequest) -> str | None:
     return "current" if body.latest_only and body.kind != ItemKind.RAW else None
 
 
+MEM0_FIELDS = {"limit": "top_k", "session_id": "run_id"}  # dcpm's request fields read from Mem0's others
+
+
 def _dcpm_request(model: type[BaseModel], **fields: Any) -> Any:
-    """Build one of dcpm's own request models, turning a validation failure into Invalid (a 422)."""
+    """Build one of dcpm's own request models, turning a validation failure into Invalid (a 422)
+    that names the fields as the Mem0 client sent them."""
     try:
         return model(**fields)
     except ValidationError as exc:
-        raise invalid_from(exc.errors()) from None
+        raise invalid_from([{**error, "loc": tuple(MEM0_FIELDS.get(part, part) for part in error["loc"])}
+                            for error in exc.errors()]) from None
 
 
 # --- dcpm -> Mem0 ---------------------------------------------------------------------------------

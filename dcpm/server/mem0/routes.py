@@ -110,6 +110,8 @@ def mem0_router(service: MemoryService, guarded: list[Any], waiting: WaitingAdds
         intentions the hits surfaced."""
         scope = request_scope(body)
         require_user(caller, scope.user_id)
+        if body.top_k > service.settings.max_search_limit:  # said here, as the search would say it of `limit`
+            raise Invalid(f"top_k {body.top_k} is above the maximum of {service.settings.max_search_limit}")
         request = search_request(body, scope)
         found = unless_unknown_user(lambda: service.search(request), None)
         if found is None:
