@@ -69,15 +69,17 @@ def create_app(service: MemoryService, bound_host: str | None = None, instance: 
                             headers=getattr(exc, "headers", None))  # TooManyRequests: Retry-After
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        # FastAPI answers 'There was an error parsing the body' for what json.loads raises besides a
-        # JSONDecodeError: bytes that are not UTF-8, an integer past Python's 4300 digits.
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code, message = "http_error", str(exc.detail)
+        # FastAPI answers 400 'There was an error parsing the body' for what json.loads raises besides
+        # a JSONDecodeError: bytes that are not UTF-8, an integer past Python's 4300 digits. The
+        # status stays; the message says which.
         if isinstance(exc.__cause__, UnicodeDecodeError):
-            return await _dcpm_error(request, Invalid("the body is not UTF-8 text: send JSON encoded as UTF-8"))
-        if isinstance(exc.__cause__, ValueError):
+            code, message = "invalid", "the body is not UTF-8 text: send JSON encoded as UTF-8"
+        elif isinstance(exc.__cause__, ValueError):
             reason = str(exc.__cause__).split(":")[0]  # not Python's advice on raising its limit
-            return await _dcpm_error(request, Invalid(f"the body could not be read as JSON: {reason}"))
-        return JSONResponse(error_body("http_error", str(exc.detail)), status_code=exc.status_code,
+            code, message = "invalid", f"the body could not be read as JSON: {reason}"
+        return JSONResponse(error_body(code, message), status_code=exc.status_code,
                             headers=getattr(exc, "headers", None))
 
     @app.exception_handler(BodyTooLarge)
