@@ -174,3 +174,19 @@ def test_a_session_id_no_url_can_name_is_refused(api, session):
         assert answer.status_code == 422, (answer.request.url, answer.text)
         assert "session id" in answer.json()["message"]
     still_serving(api)
+
+
+def test_a_misspelt_field_is_refused_rather_than_ignored(api):
+    """`"filter"` for `"filters"` used to search unfiltered: the unknown field was dropped, and
+    the answer held memories the caller had asked to leave out."""
+    api.post("/v1/memories", json={"user_id": "ana", "infer": False, "text": "We ate pizza in Naples",
+                                   "metadata": {"food": "pizza"}})
+    refused = api.post("/v1/search", json={"user_id": "ana", "query": "pizza", "filter": {"food": "sushi"}})
+    assert refused.status_code == 422 and "filter" in refused.json()["message"]
+    added = api.post("/v1/memories", json={"user_id": "ana", "infer": False, "text": "Sushi on Friday",
+                                           "metdata": {"food": "sushi"}})
+    assert added.status_code == 422 and "metdata" in added.json()["message"]
+    texts = [m["text"] for m in api.get("/v1/users/ana/items").json()["items"]]
+    assert "We ate pizza in Naples" in texts and "Sushi on Friday" not in texts  # the refused add stored nothing
+    found = api.post("/v1/search", json={"user_id": "ana", "query": "pizza", "filters": {"food": "sushi"}})
+    assert found.status_code == 200 and found.json()["hits"] == []

@@ -11,6 +11,8 @@ from dcpm.domain import UserId
 
 
 class ConsolidateRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field ("filter") is refused, not ignored
+
     user_id: UserId | None = Field(None, description="One user; omit with all=true for every user.")
     all: bool = False
     dry_run: bool = Field(False, description="Phase 1 only: report clusters, call no LLM, write nothing.")

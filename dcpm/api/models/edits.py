@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class UpdateMemoryRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field ("filter") is refused, not ignored
+
     text: str = Field(description="The item's new text; the previous text is kept as a revision.")
 
 

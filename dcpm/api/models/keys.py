@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from dcpm.domain import UserId
 
 
 class CreateKeyRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field ("filter") is refused, not ignored
+
     user_id: UserId = Field(description="The one user the key may act for.")
     label: str | None = Field(None, max_length=200, description="What the key is for, e.g. the back end's name.")
 

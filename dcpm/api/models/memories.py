@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, Field, PrivateAttr, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from dcpm.api.models.filters import METADATA_FILTER_HELP, MetadataFilter
 from dcpm.domain import SEARCH_KINDS, ItemKind, Op, UserId
@@ -26,6 +26,8 @@ class Message(BaseModel):
 
 
 class AddMemoryRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field ("filter") is refused, not ignored
+
     user_id: UserId
     messages: list[Message] | None = Field(None, description="Turns to remember, oldest first.")
     text: str | None = Field(None, description="Shorthand for one user message.")
@@ -86,6 +88,8 @@ class AddMemoryResponse(BaseModel):
 
 
 class SearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field ("filter") is refused, not ignored
+
     user_id: UserId
     query: str
     limit: int = Field(10, ge=1)
@@ -192,6 +196,8 @@ class ImportTurn(BaseModel):
 
 class ImportBatch(BaseModel):
     """A batch of already-validated turns with deterministic ids (what `dcpm import` sends)."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt field ("filter") is refused, not ignored
 
     user_id: UserId
     turns: list[ImportTurn]
